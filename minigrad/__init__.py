@@ -1,0 +1,47 @@
+"""minigrad: a small reverse-mode autodiff engine on NumPy, and transformers built on it.
+
+The core is three files, meant to be read in one sitting:
+
+* ``ops.py``: the op table; every primitive's forward, VJP and test samples;
+* ``tensor.py``: the Tensor, and ``apply``, which runs an op and records it;
+* ``autograd.py``: backward, ``grad``, and anomaly detection.
+
+``gradcheck.py`` checks gradients against finite differences. Layers live in
+``minigrad.nn``, optimizers in ``minigrad.optim``, graph drawing in
+``minigrad.viz`` (which imports graphviz only when used).
+"""
+
+from . import ops
+from .autograd import AnomalyError, backward, detect_anomaly, grad
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck, jacobian
+from .ops import OPS
+from .tensor import (
+    OpError,
+    Tensor,
+    arange,
+    cat,
+    concatenate,
+    enable_grad,
+    is_grad_enabled,
+    maximum,
+    minimum,
+    no_grad,
+    ones,
+    ones_like,
+    randn,
+    set_grad_enabled,
+    split,
+    stack,
+    tensor,
+    where,
+    zeros,
+    zeros_like,
+)
+
+__all__ = [
+    "OPS", "AnomalyError", "GradcheckError", "OpError", "Tensor", "arange", "backward", "cat", "concatenate",
+    "detect_anomaly", "enable_grad", "grad", "gradcheck", "gradgradcheck", "is_grad_enabled", "jacobian",
+    "maximum", "minimum", "no_grad", "ones", "ones_like", "ops", "randn", "set_grad_enabled", "split", "stack",
+    "tensor", "where", "zeros", "zeros_like",
+]
+__version__ = "0.1.0"

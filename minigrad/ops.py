@@ -1,0 +1,747 @@
+"""The op table: every primitive minigrad can differentiate, one block each.
+
+A block is a small class used as a namespace (it is never instantiated)::
+
+    @op(method="exp")
+    class exp:
+        '''e ** x, elementwise.'''
+        samples = [sample((3, 4))]
+
+        def forward(x):                 # ndarrays in, one ndarray out
+            return np.exp(x)
+
+        def vjp(g, out, x):             # Tensors in: one gradient per input
+            return (g * out,)
+
+Everything else is derived from this table:
+
+* ``Tensor`` methods and Python operators (``method=``, ``operator=``), bound in
+  ``tensor.py``;
+* backward: ``autograd.py`` calls ``vjp`` and nothing else;
+* graph labels in ``viz`` (the block's name);
+* the tests, which run ``gradcheck`` and ``gradgradcheck`` on every ``samples``
+  entry of every op, so an op without samples fails the suite.
+
+Conventions
+-----------
+* ``forward(*arrays, **params)``: positional arguments are the op's tensor
+  inputs; keyword-only arguments are plain Python parameters (axis, shape...).
+* ``vjp(g, out, *inputs, **params)`` receives the upstream gradient ``g``, the
+  op's output and its inputs, all as Tensors, and returns one gradient per input
+  (``None`` for inputs that are not differentiable, like a boolean mask).
+  VJPs are written with Tensor operations, so backward can itself be
+  differentiated (``create_graph=True``). With ``create_graph`` off they run
+  under ``no_grad`` and record nothing.
+* A VJP may return a gradient in the *broadcast* shape of the output: the engine
+  sums it back to the input's shape, once, in one place (``autograd.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# --------------------------------------------------------------------------------------
+# The registry
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Sample:
+    """Inputs for the finite-difference tests of one op.
+
+    Each entry of ``inputs`` is a shape (drawn at random, float64) or a ready
+    ndarray (used as is; boolean and integer arrays are not differentiated).
+    ``domain=(lo, hi)`` draws uniformly from that interval instead of N(0, 1),
+    for ops defined only there (log on positives, say).
+    """
+
+    inputs: tuple
+    params: dict = field(default_factory=dict)
+    domain: tuple | None = None
+
+    def arrays(self, rng: np.random.Generator) -> list[np.ndarray]:
+        out = []
+        for spec in self.inputs:
+            if isinstance(spec, np.ndarray):
+                out.append(spec.copy())
+            elif self.domain is not None:
+                out.append(rng.uniform(*self.domain, size=spec))
+            else:
+                out.append(rng.standard_normal(spec))
+        return out
+
+
+def sample(*inputs, domain=None, **params) -> Sample:
+    """Shorthand: ``sample((3, 4), (4,), axis=0)``."""
+    return Sample(inputs, params, domain)
+
+
+@dataclass
+class Op:
+    """One primitive: its forward on ndarrays, its VJP on Tensors, its test samples."""
+
+    name: str
+    forward: Callable[..., np.ndarray]
+    vjp: Callable[..., tuple]
+    samples: list[Sample]
+    doc: str = ""
+    method: str | None = None  # bind as Tensor.<method>
+    operator: str | None = None  # bind as Tensor.__<op>__ and __r<op>__
+    gradgrad: bool = True  # False only where a second derivative is meaningless
+
+    def __call__(self, *inputs, **params):
+        from .tensor import apply  # late import: tensor.py imports this module
+
+        return apply(self, *inputs, **params)
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"
+
+
+OPS: dict[str, Op] = {}
+
+
+def op(method: str | None = None, operator: str | None = None, gradgrad: bool = True):
+    """Class decorator that turns one block into an ``Op`` and registers it."""
+
+    def register(block) -> Op:
+        name = block.__name__
+        if name in OPS:
+            raise ValueError(f"op {name!r} is registered twice")
+        samples = list(getattr(block, "samples", []))
+        new = Op(name, block.forward, block.vjp, samples, (block.__doc__ or "").strip(),
+                 method, operator, gradgrad)
+        OPS[name] = new
+        return new
+
+    return register
+
+
+# --------------------------------------------------------------------------------------
+# Small helpers used by several VJPs
+# --------------------------------------------------------------------------------------
+
+
+def _axes(axis, ndim: int) -> tuple[int, ...]:
+    """Normalise ``axis`` (None, int or tuple) to a sorted tuple of positive axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, int):
+        axis = (axis,)
+    return tuple(sorted(a % ndim for a in axis)) if ndim else ()
+
+
+def _unreduce(g, in_shape, axis, keepdims):
+    """Broadcast the gradient of a reduction back to the reduced input's shape."""
+    if not keepdims:
+        kept = list(in_shape)
+        for a in _axes(axis, len(in_shape)):
+            kept[a] = 1
+        g = g.reshape(tuple(kept))
+    return g.broadcast_to(in_shape)
+
+
+def _keep(arr: np.ndarray, in_shape, axis, keepdims) -> np.ndarray:
+    """An output array reshaped as if the reduction had kept its dimensions."""
+    if keepdims:
+        return arr
+    kept = list(in_shape)
+    for a in _axes(axis, len(in_shape)):
+        kept[a] = 1
+    return arr.reshape(kept)
+
+
+def _count(in_shape, axis) -> int:
+    return int(np.prod([in_shape[a] for a in _axes(axis, len(in_shape))], dtype=np.int64))
+
+
+def _const(mask: np.ndarray, like) -> Any:
+    """Wrap a constant array (a 0/1 mask, say) so it multiplies in ``like``'s dtype."""
+    from .tensor import Tensor
+
+    return Tensor._wrap(mask.astype(like.dtype, copy=False))
+
+
+# --------------------------------------------------------------------------------------
+# Elementwise arithmetic
+# --------------------------------------------------------------------------------------
+
+_BROADCAST = [sample((3, 4), (3, 4)), sample((3, 4), (4,)), sample((2, 1, 4), (3, 1)), sample((3, 4), ())]
+
+
+@op(method="add", operator="add")
+class add:
+    """a + b, with broadcasting."""
+    samples = _BROADCAST
+
+    def forward(a, b):
+        return a + b
+
+    def vjp(g, out, a, b):
+        return g, g
+
+
+@op(method="sub", operator="sub")
+class sub:
+    """a - b, with broadcasting."""
+    samples = _BROADCAST
+
+    def forward(a, b):
+        return a - b
+
+    def vjp(g, out, a, b):
+        return g, -g
+
+
+@op(method="mul", operator="mul")
+class mul:
+    """a * b, with broadcasting."""
+    samples = _BROADCAST
+
+    def forward(a, b):
+        return a * b
+
+    def vjp(g, out, a, b):
+        return g * b, g * a
+
+
+@op(method="div", operator="truediv")
+class div:
+    """a / b, with broadcasting."""
+    samples = [sample((3, 4), (3, 4), domain=(0.5, 2.0)), sample((3, 4), (4,), domain=(0.5, 2.0))]
+
+    def forward(a, b):
+        return a / b
+
+    def vjp(g, out, a, b):
+        gb = g / b
+        return gb, -gb * out
+
+
+@op(method="neg")
+class neg:
+    """-x."""
+    samples = [sample((3, 4))]
+
+    def forward(x):
+        return -x
+
+    def vjp(g, out, x):
+        return (-g,)
+
+
+@op()
+class pow:
+    """x ** exponent for a Python-number exponent (``x ** 2``, ``x ** 0.5``)."""
+    samples = [sample((3, 4), exponent=3), sample((3, 4), domain=(0.5, 2.0), exponent=-1.5)]
+
+    def forward(x, *, exponent):
+        return x ** exponent
+
+    def vjp(g, out, x, *, exponent):
+        return (g * exponent * x ** (exponent - 1),)
+
+
+@op()
+class pow_tensor:
+    """a ** b where the exponent is a tensor too (the base must be positive)."""
+    samples = [sample((3, 4), (3, 4), domain=(0.5, 2.0)), sample((3, 4), (4,), domain=(0.5, 2.0))]
+
+    def forward(a, b):
+        return a ** b
+
+    def vjp(g, out, a, b):
+        return g * b * a ** (b - 1), g * out * a.log()
+
+
+@op(method="maximum")
+class maximum:
+    """Elementwise max(a, b). Where a == b the gradient is split evenly between them."""
+    samples = _BROADCAST
+
+    def forward(a, b):
+        return np.maximum(a, b)
+
+    def vjp(g, out, a, b):
+        share = (a.data > b.data) + 0.5 * (a.data == b.data)
+        return g * _const(share, g), g * _const(1.0 - share, g)
+
+
+@op(method="minimum")
+class minimum:
+    """Elementwise min(a, b). Where a == b the gradient is split evenly between them."""
+    samples = _BROADCAST
+
+    def forward(a, b):
+        return np.minimum(a, b)
+
+    def vjp(g, out, a, b):
+        share = (a.data < b.data) + 0.5 * (a.data == b.data)
+        return g * _const(share, g), g * _const(1.0 - share, g)
+
+
+@op()
+class where:
+    """``cond ? x : y`` elementwise; the boolean condition is not differentiated."""
+    samples = [sample(np.array([[True, False, True, False]] * 3), (3, 4), (3, 4)),
+               sample(np.array([True, False, False, True]), (3, 4), (3, 1))]
+
+    def forward(cond, x, y):
+        return np.where(cond, x, y)
+
+    def vjp(g, out, cond, x, y):
+        return None, g.masked_fill(~cond.data, 0.0), g.masked_fill(cond.data, 0.0)
+
+
+@op(method="masked_fill")
+class masked_fill:
+    """x with ``value`` written wherever the boolean mask is True (mask broadcasts)."""
+    samples = [sample((3, 4), np.array([True, False, False, True]), value=-1e9),
+               sample((2, 3, 3), np.triu(np.ones((3, 3), bool), 1), value=0.0)]
+
+    def forward(x, mask, *, value):
+        return np.where(mask, np.asarray(value, dtype=x.dtype), x)
+
+    def vjp(g, out, x, mask, *, value):
+        return g.masked_fill(mask.data, 0.0), None
+
+
+@op(method="clip")
+class clip:
+    """x limited to [lo, hi]; the gradient is 1 inside (bounds included), 0 outside."""
+    samples = [sample((4, 5), lo=-0.5, hi=0.7)]
+
+    def forward(x, *, lo, hi):
+        return np.clip(x, lo, hi)
+
+    def vjp(g, out, x, *, lo, hi):
+        inside = (x.data >= lo) & (x.data <= hi)
+        return (g * _const(inside, g),)
+
+
+# --------------------------------------------------------------------------------------
+# Elementwise functions
+# --------------------------------------------------------------------------------------
+
+
+@op(method="exp")
+class exp:
+    """e ** x."""
+    samples = [sample((3, 4))]
+
+    def forward(x):
+        return np.exp(x)
+
+    def vjp(g, out, x):
+        return (g * out,)
+
+
+@op(method="log")
+class log:
+    """Natural logarithm (defined on positives)."""
+    samples = [sample((3, 4), domain=(0.2, 3.0))]
+
+    def forward(x):
+        return np.log(x)
+
+    def vjp(g, out, x):
+        return (g / x,)
+
+
+@op(method="sqrt")
+class sqrt:
+    """Square root (defined on non-negatives; differentiable on positives)."""
+    samples = [sample((3, 4), domain=(0.2, 3.0))]
+
+    def forward(x):
+        return np.sqrt(x)
+
+    def vjp(g, out, x):
+        return (g * 0.5 / out,)
+
+
+@op(method="tanh")
+class tanh:
+    """Hyperbolic tangent."""
+    samples = [sample((3, 4))]
+
+    def forward(x):
+        return np.tanh(x)
+
+    def vjp(g, out, x):
+        return (g * (1.0 - out * out),)
+
+
+@op(method="sigmoid")
+class sigmoid:
+    """1 / (1 + e**-x), computed as (1 + tanh(x/2)) / 2 so no exp can overflow."""
+    samples = [sample((3, 4))]
+
+    def forward(x):
+        return 0.5 + 0.5 * np.tanh(0.5 * x)
+
+    def vjp(g, out, x):
+        return (g * out * (1.0 - out),)
+
+
+@op(method="relu")
+class relu:
+    """max(x, 0); the gradient at exactly 0 is taken as 0."""
+    samples = [sample((3, 4))]
+
+    def forward(x):
+        return np.maximum(x, 0)
+
+    def vjp(g, out, x):
+        return (g * _const(x.data > 0, g),)
+
+
+@op(method="abs")
+class abs:
+    """|x|; the gradient at exactly 0 is taken as 0."""
+    samples = [sample((3, 4))]
+
+    def forward(x):
+        return np.abs(x)
+
+    def vjp(g, out, x):
+        return (g * _const(np.sign(x.data), g),)
+
+
+def _erf_array(x: np.ndarray) -> np.ndarray:
+    """erf on an ndarray. NumPy has no erf: use SciPy's when installed, else math.erf."""
+    try:
+        from scipy.special import erf as scipy_erf
+    except ImportError:
+        return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x.copy()
+    return scipy_erf(x).astype(x.dtype, copy=False)
+
+
+@op(method="erf")
+class erf:
+    """The error function, 2/sqrt(pi) * integral of exp(-t**2) from 0 to x (for exact GELU)."""
+    samples = [sample((3, 4))]
+
+    def forward(x):
+        return np.asarray(_erf_array(x))
+
+    def vjp(g, out, x):
+        return (g * (2.0 / math.sqrt(math.pi)) * (-(x * x)).exp(),)
+
+
+@op(method="astype")
+class astype:
+    """Cast to another dtype; the gradient is cast back to the input's dtype."""
+    samples = [sample((3, 4), dtype="float64")]  # gradcheck runs in float64; casts are tested apart
+
+    def forward(x, *, dtype):
+        return x.astype(dtype)
+
+    def vjp(g, out, x, *, dtype):
+        return (g.astype(x.dtype),)
+
+
+# --------------------------------------------------------------------------------------
+# Reductions (NumPy's axis= / keepdims= names)
+# --------------------------------------------------------------------------------------
+
+_REDUCE = [sample((3, 4)), sample((3, 4), axis=1), sample((2, 3, 4), axis=(0, 2), keepdims=True),
+           sample((2, 3, 4), axis=-1)]
+
+
+@op(method="sum")
+class sum:
+    """Sum over ``axis`` (None: all axes)."""
+    samples = _REDUCE
+
+    def forward(x, *, axis=None, keepdims=False):
+        return x.sum(axis=axis, keepdims=keepdims)
+
+    def vjp(g, out, x, *, axis=None, keepdims=False):
+        return (_unreduce(g, x.shape, axis, keepdims),)
+
+
+@op(method="mean")
+class mean:
+    """Mean over ``axis`` (None: all axes)."""
+    samples = _REDUCE
+
+    def forward(x, *, axis=None, keepdims=False):
+        return x.mean(axis=axis, keepdims=keepdims)
+
+    def vjp(g, out, x, *, axis=None, keepdims=False):
+        return (_unreduce(g, x.shape, axis, keepdims) * (1.0 / _count(x.shape, axis)),)
+
+
+@op(method="var")
+class var:
+    """Variance over ``axis`` with ``ddof`` (0: population variance, as NumPy's default)."""
+    samples = _REDUCE + [sample((3, 5), axis=1, ddof=1)]
+
+    def forward(x, *, axis=None, ddof=0, keepdims=False):
+        return x.var(axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def vjp(g, out, x, *, axis=None, ddof=0, keepdims=False):
+        centred = x - x.mean(axis=axis, keepdims=True)
+        return (_unreduce(g, x.shape, axis, keepdims) * centred * (2.0 / (_count(x.shape, axis) - ddof)),)
+
+
+def _extreme_vjp(g, out, x, axis, keepdims):
+    # Every element equal to the extreme gets an equal share of the gradient
+    # (ties split it evenly, so the total is preserved).
+    hit = x.data == _keep(out.data, x.shape, axis, keepdims)
+    share = hit / hit.sum(axis=axis, keepdims=True)
+    return (_unreduce(g, x.shape, axis, keepdims) * _const(share, g),)
+
+
+@op(method="max")
+class max:
+    """Maximum over ``axis``. Tied maxima share the gradient equally."""
+    samples = _REDUCE
+
+    def forward(x, *, axis=None, keepdims=False):
+        return x.max(axis=axis, keepdims=keepdims)
+
+    def vjp(g, out, x, *, axis=None, keepdims=False):
+        return _extreme_vjp(g, out, x, axis, keepdims)
+
+
+@op(method="min")
+class min:
+    """Minimum over ``axis``. Tied minima share the gradient equally."""
+    samples = _REDUCE
+
+    def forward(x, *, axis=None, keepdims=False):
+        return x.min(axis=axis, keepdims=keepdims)
+
+    def vjp(g, out, x, *, axis=None, keepdims=False):
+        return _extreme_vjp(g, out, x, axis, keepdims)
+
+
+def _stable_max(x: np.ndarray, axis) -> np.ndarray:
+    """max over axis (kept), with rows that are all -inf given 0 so x - max stays finite."""
+    m = x.max(axis=axis, keepdims=True)
+    return np.where(np.isfinite(m), m, 0).astype(x.dtype, copy=False)
+
+
+@op(method="logsumexp")
+class logsumexp:
+    """log(sum(exp(x))) over ``axis``, shifted by the max so large inputs cannot overflow."""
+    samples = _REDUCE + [sample((3, 4), axis=1, keepdims=True)]
+
+    def forward(x, *, axis=None, keepdims=False):
+        m = _stable_max(x, axis)
+        with np.errstate(divide="ignore"):  # log(0) = -inf for a row that is all -inf
+            lse = np.log(np.exp(x - m).sum(axis=axis, keepdims=True)) + m
+        return lse if keepdims else lse.reshape(np.delete(x.shape, _axes(axis, x.ndim)))
+
+    def vjp(g, out, x, *, axis=None, keepdims=False):
+        return (_unreduce(g, x.shape, axis, keepdims) * x.softmax(axis=_axes(axis, x.ndim)),)
+
+
+@op(method="softmax")
+class softmax:
+    """exp(x) / sum(exp(x)) over ``axis``, stable for large inputs.
+
+    -inf entries get exactly 0 weight; a row that is entirely -inf (every key
+    masked) gives all zeros, not NaN, and so a zero gradient.
+    """
+    samples = [sample((3, 5)), sample((2, 3, 4), axis=1),
+               sample(np.array([[0.3, -np.inf, 1.2], [-np.inf, -np.inf, -np.inf]]))]
+
+    def forward(x, *, axis=-1):
+        e = np.exp(x - _stable_max(x, axis))
+        total = e.sum(axis=axis, keepdims=True)
+        return e / np.where(total == 0, 1, total)
+
+    def vjp(g, out, x, *, axis=-1):
+        return (out * (g - (g * out).sum(axis=axis, keepdims=True)),)
+
+
+@op(method="log_softmax")
+class log_softmax:
+    """x - logsumexp(x) over ``axis``, stable for large inputs (-inf in, -inf out)."""
+    samples = [sample((3, 5)), sample((2, 3, 4), axis=1), sample((3, 4), axis=0)]
+
+    def forward(x, *, axis=-1):
+        shifted = x - _stable_max(x, axis)
+        with np.errstate(divide="ignore"):
+            return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+    def vjp(g, out, x, *, axis=-1):
+        return (g - out.exp() * g.sum(axis=axis, keepdims=True),)
+
+
+# --------------------------------------------------------------------------------------
+# Linear algebra
+# --------------------------------------------------------------------------------------
+
+
+@op(method="matmul", operator="matmul")
+class matmul:
+    """a @ b with NumPy's rules: batched and broadcast over leading axes, 1-D cases included."""
+    samples = [sample((3, 4), (4, 5)), sample((2, 3, 4), (4, 5)), sample((2, 1, 3, 4), (3, 4, 2)),
+               sample((4,), (4, 5)), sample((3, 4), (4,)), sample((4,), (4,)), sample((2, 3, 4), (4,))]
+
+    def forward(a, b):
+        return a @ b
+
+    def vjp(g, out, a, b):
+        # Promote 1-D operands to matrices, as NumPy does, and undo it at the end.
+        a2 = a.reshape(1, -1) if a.ndim == 1 else a
+        b2 = b.reshape(-1, 1) if b.ndim == 1 else b
+        g2 = g
+        if a.ndim == 1:
+            g2 = g2.unsqueeze(-2)
+        if b.ndim == 1:
+            g2 = g2.unsqueeze(-1)
+        ga = g2 @ b2.swapaxes(-1, -2)
+        if b2.ndim == 2 and a2.ndim > 2:
+            # A weight matrix shared across the batch: fold the batch into the rows
+            # so its gradient is one matmul, not a stack of them summed afterwards.
+            gb = a2.reshape(-1, a2.shape[-1]).T @ g2.reshape(-1, g2.shape[-1])
+        else:
+            gb = a2.swapaxes(-1, -2) @ g2
+        if a.ndim == 1:
+            ga = ga.squeeze(-2)
+        if b.ndim == 1:
+            gb = gb.squeeze(-1)
+        return ga, gb
+
+
+# --------------------------------------------------------------------------------------
+# Shape and movement
+# --------------------------------------------------------------------------------------
+
+
+@op()
+class reshape:
+    """The same data in a new shape (one dimension may be -1)."""
+    samples = [sample((3, 4), shape=(2, 6)), sample((2, 3, 4), shape=(-1, 4))]
+
+    def forward(x, *, shape):
+        return x.reshape(shape)
+
+    def vjp(g, out, x, *, shape):
+        return (g.reshape(x.shape),)
+
+
+@op()
+class transpose:
+    """Permute the axes (``axes=None`` reverses them, as NumPy does)."""
+    samples = [sample((3, 4)), sample((2, 3, 4), axes=(1, 2, 0))]
+
+    def forward(x, *, axes=None):
+        return x.transpose(axes)
+
+    def vjp(g, out, x, *, axes=None):
+        inverse = None if axes is None else tuple(np.argsort(axes))
+        return (g.transpose(inverse),)
+
+
+@op()
+class broadcast_to:
+    """Broadcast to a larger shape without copying; the engine sums the gradient back."""
+    samples = [sample((3, 1), shape=(2, 3, 4)), sample((4,), shape=(3, 4))]
+
+    def forward(x, *, shape):
+        return np.broadcast_to(x, shape)
+
+    def vjp(g, out, x, *, shape):
+        return (g,)
+
+
+def _has_array(index) -> bool:
+    """True when an index uses advanced (array) indexing, where elements can repeat."""
+    parts = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(p, np.ndarray) for p in parts)
+
+
+@op()
+class getitem:
+    """x[index]: basic slices, integer arrays and boolean masks."""
+    samples = [sample((4, 5), index=(slice(1, 3), slice(None, None, 2))),
+               sample((4, 5), index=np.array([0, 2, 2, 3])),  # repeats accumulate
+               sample((4, 5), index=(Ellipsis, np.array([[1, 1], [4, 0]]))),
+               sample((4, 5), index=np.array([True, False, True, True])),
+               sample((4, 5), index=(None, 2))]
+
+    def forward(x, *, index):
+        return x[index]
+
+    def vjp(g, out, x, *, index):
+        return (g.scatter_add(index=index, shape=x.shape),)
+
+
+@op()
+class scatter_add:
+    """A zero array of ``shape`` with g added at ``index`` (repeats accumulate): getitem's VJP."""
+    samples = [sample((2, 5), index=(slice(1, 3),), shape=(4, 5)),
+               sample((4, 5), index=np.array([0, 2, 2, 3]), shape=(4, 5))]
+
+    def forward(g, *, index, shape):
+        out = np.zeros(shape, dtype=g.dtype)
+        if _has_array(index):
+            np.add.at(out, index, g)
+        else:
+            out[index] = g
+        return out
+
+    def vjp(gg, out, g, *, index, shape):
+        return (gg[index],)
+
+
+@op()
+class concatenate:
+    """Join tensors along an existing axis."""
+    samples = [sample((2, 3), (4, 3)), sample((2, 3), (2, 1), (2, 2), axis=1)]
+
+    def forward(*xs, axis=0):
+        return np.concatenate(xs, axis=axis)
+
+    def vjp(g, out, *xs, axis=0):
+        bounds = np.cumsum([0] + [x.shape[axis] for x in xs])
+        lead = (slice(None),) * (axis % out.ndim)
+        return tuple(g[lead + (slice(int(lo), int(hi)),)] for lo, hi in zip(bounds[:-1], bounds[1:]))
+
+
+@op()
+class stack:
+    """Join same-shaped tensors along a new axis."""
+    samples = [sample((2, 3), (2, 3)), sample((2, 3), (2, 3), (2, 3), axis=-1)]
+
+    def forward(*xs, axis=0):
+        return np.stack(xs, axis=axis)
+
+    def vjp(g, out, *xs, axis=0):
+        lead = (slice(None),) * (axis % out.ndim)
+        return tuple(g[lead + (i,)] for i in range(len(xs)))
+
+
+@op(method="tril")
+class tril:
+    """Keep the lower triangle of the last two axes (entries above diagonal ``k`` become 0)."""
+    samples = [sample((4, 4)), sample((2, 3, 4), k=1)]
+
+    def forward(x, *, k=0):
+        return np.tril(x, k)
+
+    def vjp(g, out, x, *, k=0):
+        return (g.tril(k=k),)
+
+
+@op(method="triu")
+class triu:
+    """Keep the upper triangle of the last two axes (entries below diagonal ``k`` become 0)."""
+    samples = [sample((4, 4)), sample((2, 3, 4), k=-1)]
+
+    def forward(x, *, k=0):
+        return np.triu(x, k)
+
+    def vjp(g, out, x, *, k=0):
+        return (g.triu(k=k),)

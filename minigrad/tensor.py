@@ -1,0 +1,539 @@
+"""The Tensor: an ndarray plus what autodiff needs to walk back through it.
+
+A Tensor produced by an op remembers the op (from the op table in ``ops.py``),
+its input Tensors and the op's parameters. That record *is* the computation
+graph; ``backward`` (in ``autograd.py``) walks it in reverse.
+
+Graph recording happens only when it can matter: when grad mode is on and at
+least one input requires grad. Everything else is a thin wrapper over NumPy.
+Tensor methods and operators are bound from the op table at the bottom of this
+file, so adding an op to the table adds its method too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import threading
+import traceback
+
+import numpy as np
+
+from . import ops as _ops
+from .ops import OPS, Op
+
+
+class OpError(ValueError):
+    """Bad input to an op: the message names the op, the shapes and the dtypes."""
+
+
+# --------------------------------------------------------------------------------------
+# Global modes: grad on/off, anomaly detection, the current module scope
+# --------------------------------------------------------------------------------------
+
+
+class _State(threading.local):
+    grad_enabled = True
+    anomaly = False
+    scope: tuple = ()  # the modules whose forward is running, outermost first (for viz)
+
+
+_state = _State()
+
+
+class set_grad_enabled(contextlib.ContextDecorator):
+    """Turn graph recording on or off inside a ``with`` block or a decorated function."""
+
+    def __init__(self, mode: bool):
+        self.mode = bool(mode)
+
+    def __enter__(self):
+        self.prev = _state.grad_enabled
+        _state.grad_enabled = self.mode
+
+    def __exit__(self, *exc):
+        _state.grad_enabled = self.prev
+
+
+class no_grad(set_grad_enabled):
+    """Record no graph (inference, optimizer updates): ``with no_grad():`` or ``@no_grad()``."""
+
+    def __init__(self):
+        super().__init__(False)
+
+
+class enable_grad(set_grad_enabled):
+    """Record the graph again inside a ``no_grad`` region."""
+
+    def __init__(self):
+        super().__init__(True)
+
+
+def is_grad_enabled() -> bool:
+    return _state.grad_enabled
+
+
+@contextlib.contextmanager
+def module_scope(module):
+    """Mark ops run inside ``module``'s forward (nn.Module does this); viz draws them as a cluster."""
+    prev = _state.scope
+    _state.scope = prev + (module,)
+    try:
+        yield
+    finally:
+        _state.scope = prev
+
+
+# --------------------------------------------------------------------------------------
+# Tensor
+# --------------------------------------------------------------------------------------
+
+
+def _to_array(data, dtype) -> np.ndarray:
+    """Python numbers and lists become float32 (bools stay bool); ndarrays keep their dtype."""
+    if isinstance(data, Tensor):
+        data = data.data
+    if isinstance(data, np.ndarray | np.generic):
+        return np.array(data, dtype=dtype)  # a copy: the tensor never aliases the caller's array
+    arr = np.array(data, dtype=dtype)
+    if dtype is None and arr.dtype != np.bool_:
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__} (dtype {arr.dtype})")
+        arr = arr.astype(np.float32)
+    return arr
+
+
+class Tensor:
+    """An n-dimensional array that records the ops applied to it, for reverse-mode autodiff."""
+
+    __slots__ = ("data", "grad", "requires_grad", "name", "_op", "_inputs", "_params", "_scope",
+                 "_hooks", "_retains_grad", "_trace", "__weakref__")
+    __array_ufunc__ = None  # `ndarray + Tensor` defers to Tensor.__radd__ instead of looping in NumPy
+
+    def __init__(self, data, requires_grad: bool = False, dtype=None, name: str | None = None):
+        self.data = _to_array(data, dtype)
+        self.grad: Tensor | None = None
+        self.name = name
+        self._op: Op | None = None
+        self._inputs: tuple | None = ()
+        self._params: dict | None = None
+        self._scope: tuple = ()
+        self._hooks: list | None = None
+        self._retains_grad = False
+        self._trace = None
+        self.requires_grad = False
+        if requires_grad:
+            self.requires_grad_(True)
+
+    @classmethod
+    def _wrap(cls, array: np.ndarray, requires_grad: bool = False) -> Tensor:
+        """Fast path for the engine: wrap an ndarray without copying or checking it."""
+        t = cls.__new__(cls)
+        t.data = array
+        t.grad = None
+        t.requires_grad = requires_grad
+        t.name = None
+        t._op = None
+        t._inputs = ()
+        t._params = None
+        t._scope = ()
+        t._hooks = None
+        t._retains_grad = False
+        t._trace = None
+        return t
+
+    # --- array-like properties -----------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple:
+        return self.data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    @property
+    def T(self) -> Tensor:
+        return self.transpose()
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for tensors made by the user (not by an op that recorded a graph)."""
+        return self._op is None
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def item(self) -> float:
+        return self.data.item()
+
+    def numpy(self) -> np.ndarray:
+        return self.data
+
+    def tolist(self):
+        return self.data.tolist()
+
+    def __array__(self, dtype=None, copy=None):
+        return self.data if dtype is None else self.data.astype(dtype)
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.data, separator=", ", precision=4, prefix="Tensor(")
+        extra = f", dtype={self.dtype}" if self.dtype != np.float32 else ""
+        if self._op is not None:
+            extra += f", op={self._op.name}"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return f"Tensor({body}{extra})"
+
+    __hash__ = object.__hash__  # == is elementwise (as in NumPy), so hash by identity
+
+    # --- autograd ------------------------------------------------------------------------
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        if requires_grad and self.dtype.kind != "f":
+            raise TypeError(f"requires_grad: only floating-point tensors can require grad; "
+                            f"this one is {self.dtype} with shape {self.shape}")
+        if not self.is_leaf:
+            raise RuntimeError("requires_grad_: only leaf tensors can change requires_grad; use .detach()")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def detach(self) -> Tensor:
+        """The same data (shared, not copied), cut off from the graph."""
+        return Tensor._wrap(self.data)
+
+    def retain_grad(self) -> Tensor:
+        """Keep ``.grad`` on this non-leaf tensor after backward (leaves always keep theirs)."""
+        if not self.requires_grad:
+            raise RuntimeError("retain_grad: this tensor does not require grad")
+        self._retains_grad = True
+        return self
+
+    def register_hook(self, fn):
+        """Call ``fn(grad)`` when this tensor's gradient is computed; a returned Tensor replaces it."""
+        if not self.requires_grad:
+            raise RuntimeError("register_hook: cannot hook a tensor that does not require grad")
+        if self._hooks is None:
+            self._hooks = []
+        self._hooks.append(fn)
+        return _HookHandle(self._hooks, fn)
+
+    def backward(self, gradient=None, retain_graph: bool | None = None, create_graph: bool = False):
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (see ``autograd.backward``)."""
+        from .autograd import backward
+
+        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+
+    def zero_grad(self) -> None:
+        self.grad = None
+
+    # --- convenience forms of table ops --------------------------------------------------
+    # These only adapt call signatures (``x.reshape(2, 3)`` as well as ``x.reshape((2, 3))``);
+    # the ops themselves, and their gradients, are in the table.
+
+    def reshape(self, *shape) -> Tensor:
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
+        return _ops.reshape(self, shape=tuple(shape))
+
+    def transpose(self, *axes) -> Tensor:
+        axes = axes[0] if len(axes) == 1 and isinstance(axes[0], tuple | list | type(None)) else axes
+        return _ops.transpose(self, axes=tuple(axes) if axes else None)
+
+    permute = transpose
+
+    def swapaxes(self, axis1: int, axis2: int) -> Tensor:
+        axes = list(range(self.ndim))
+        axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
+        return _ops.transpose(self, axes=tuple(axes))
+
+    def broadcast_to(self, *shape) -> Tensor:
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
+        if tuple(shape) == self.shape:
+            return self
+        return _ops.broadcast_to(self, shape=tuple(shape))
+
+    expand = broadcast_to
+
+    def unsqueeze(self, axis: int) -> Tensor:
+        axis = axis % (self.ndim + 1)
+        return self.reshape(self.shape[:axis] + (1,) + self.shape[axis:])
+
+    def squeeze(self, axis=None) -> Tensor:
+        if axis is None:
+            return self.reshape(tuple(n for n in self.shape if n != 1))
+        axes = {a % self.ndim for a in ((axis,) if isinstance(axis, int) else axis)}
+        bad = [a for a in axes if self.shape[a] != 1]
+        if bad:
+            raise OpError(f"squeeze: axis {bad[0]} has size {self.shape[bad[0]]}, not 1 (shape {self.shape})")
+        return self.reshape(tuple(n for i, n in enumerate(self.shape) if i not in axes))
+
+    def flatten(self) -> Tensor:
+        return self.reshape(-1)
+
+    def split(self, sections, axis: int = 0) -> list[Tensor]:
+        """Split into equal ``sections`` (an int) or at the given indices, like ``np.split``."""
+        return split(self, sections, axis)
+
+    def scatter_add(self, *, index, shape) -> Tensor:
+        return _ops.scatter_add(self, index=index, shape=tuple(shape))
+
+    def __getitem__(self, index) -> Tensor:
+        return _ops.getitem(self, index=_normalise_index(index))
+
+    def __pow__(self, exponent) -> Tensor:
+        if isinstance(exponent, Tensor | np.ndarray):
+            return _ops.pow_tensor(self, exponent)
+        return _ops.pow(self, exponent=exponent)
+
+    def __rpow__(self, base) -> Tensor:
+        return _ops.pow_tensor(base, self)
+
+    def float(self) -> Tensor:
+        return self.astype(np.float32)
+
+    def double(self) -> Tensor:
+        return self.astype(np.float64)
+
+    # --- comparisons and argmax: not differentiable, they return plain (bool/int) tensors
+
+    def __eq__(self, other):
+        return Tensor._wrap(np.asarray(self.data == _data(other)))
+
+    def __ne__(self, other):
+        return Tensor._wrap(np.asarray(self.data != _data(other)))
+
+    def __lt__(self, other):
+        return Tensor._wrap(np.asarray(self.data < _data(other)))
+
+    def __le__(self, other):
+        return Tensor._wrap(np.asarray(self.data <= _data(other)))
+
+    def __gt__(self, other):
+        return Tensor._wrap(np.asarray(self.data > _data(other)))
+
+    def __ge__(self, other):
+        return Tensor._wrap(np.asarray(self.data >= _data(other)))
+
+    def __invert__(self):
+        return Tensor._wrap(~self.data)
+
+    def argmax(self, axis=None, keepdims=False) -> Tensor:
+        return Tensor._wrap(np.asarray(self.data.argmax(axis=axis, keepdims=keepdims)))
+
+    def argmin(self, axis=None, keepdims=False) -> Tensor:
+        return Tensor._wrap(np.asarray(self.data.argmin(axis=axis, keepdims=keepdims)))
+
+
+class _HookHandle:
+    def __init__(self, hooks: list, fn):
+        self.hooks, self.fn = hooks, fn
+
+    def remove(self) -> None:
+        if self.fn in self.hooks:
+            self.hooks.remove(self.fn)
+
+
+def _data(x):
+    return x.data if isinstance(x, Tensor) else x
+
+
+def _normalise_index(index):
+    """Indices may hold Tensors and lists; NumPy wants ndarrays."""
+    def one(part):
+        if isinstance(part, Tensor):
+            return part.data
+        if isinstance(part, list):
+            return np.asarray(part)
+        return part
+
+    return tuple(one(p) for p in index) if isinstance(index, tuple) else one(index)
+
+
+# --------------------------------------------------------------------------------------
+# apply: run one op of the table and record it in the graph
+# --------------------------------------------------------------------------------------
+
+
+def _as_input(x, like_dtype) -> Tensor:
+    """Turn a Python number or ndarray operand into a constant Tensor.
+
+    A Python number takes the dtype of the float tensor it meets, so ``x * 0.5``
+    stays float32 for float32 ``x`` and keeps full precision for float64 ``x``.
+    """
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, np.ndarray | np.generic):
+        return Tensor._wrap(np.asarray(x))
+    if isinstance(x, bool | int | float):
+        return Tensor._wrap(np.asarray(x, dtype=like_dtype if like_dtype is not None else np.float32))
+    raise TypeError(f"expected a Tensor, ndarray or number, got {type(x).__name__}")
+
+
+def _describe(tensors, params) -> str:
+    parts = [f"{tuple(t.shape)} {t.dtype}" for t in tensors]
+    shown = {k: v for k, v in (params or {}).items() if not isinstance(v, np.ndarray)}
+    return "inputs " + ", ".join(parts) + (f"; params {shown}" if shown else "")
+
+
+def _user_frame() -> str:
+    """The first stack frame outside minigrad itself: the user's line that made this op."""
+    pkg = __file__.rsplit("/", 1)[0]
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        if not frame.filename.startswith(pkg):
+            return f'{frame.filename}:{frame.lineno}: {(frame.line or "").strip()}'
+    return "<unknown>"
+
+
+def apply(op: Op, *inputs, **params) -> Tensor:
+    """Run ``op.forward`` on the inputs' arrays and, if needed, record the op for backward."""
+    like = None
+    for x in inputs:
+        if isinstance(x, Tensor) and x.dtype.kind == "f":
+            like = x.dtype
+            break
+    tensors = tuple(_as_input(x, like) for x in inputs)
+    try:
+        out = op.forward(*[t.data for t in tensors], **params)
+    except (ValueError, IndexError, TypeError) as err:
+        raise OpError(f"{op.name}: {err} ({_describe(tensors, params)})") from None
+    if not isinstance(out, np.ndarray):
+        out = np.asarray(out)
+    needs_grad = _state.grad_enabled and any(t.requires_grad for t in tensors)
+    result = Tensor._wrap(out, needs_grad)
+    if needs_grad:
+        result._op = op
+        result._inputs = tensors
+        result._params = params
+        result._scope = _state.scope
+    if _state.anomaly:
+        from .autograd import check_forward
+
+        result._trace = _user_frame()
+        check_forward(op, tensors, params, result)
+    return result
+
+
+# --------------------------------------------------------------------------------------
+# Bind the table: module-level functions, Tensor methods and operators
+# --------------------------------------------------------------------------------------
+
+
+def _method(op: Op):
+    """A Tensor method for ``op``: extra positional arguments fill its parameters in order."""
+    signature = inspect.signature(op.forward)
+    kinds = [p.kind for p in signature.parameters.values()]
+    n_tensors = sum(k == inspect.Parameter.POSITIONAL_OR_KEYWORD for k in kinds)
+    param_names = [p.name for p in signature.parameters.values() if p.kind == inspect.Parameter.KEYWORD_ONLY]
+
+    def method(self, *args, **params):
+        tensors, extra = args[: n_tensors - 1], args[n_tensors - 1:]
+        params.update(zip(param_names, extra))
+        return apply(op, self, *tensors, **params)
+
+    method.__name__ = op.method
+    method.__doc__ = op.doc
+    return method
+
+
+def _operators(op: Op):
+    def forward(self, other):
+        return apply(op, self, other)
+
+    def reflected(self, other):
+        return apply(op, other, self)
+
+    return forward, reflected
+
+
+for _op in OPS.values():
+    if _op.method:
+        setattr(Tensor, _op.method, _method(_op))
+    if _op.operator:
+        fwd, rev = _operators(_op)
+        setattr(Tensor, f"__{_op.operator}__", fwd)
+        setattr(Tensor, f"__r{_op.operator}__", rev)
+Tensor.__neg__ = lambda self: _ops.neg(self)
+
+
+# --------------------------------------------------------------------------------------
+# Functions (NumPy / PyTorch names) and constructors
+# --------------------------------------------------------------------------------------
+
+
+def tensor(data, requires_grad: bool = False, dtype=None, name: str | None = None) -> Tensor:
+    """Make a Tensor (numbers and lists become float32; ndarrays keep their dtype)."""
+    return Tensor(data, requires_grad=requires_grad, dtype=dtype, name=name)
+
+
+def where(cond, x, y) -> Tensor:
+    """``x`` where ``cond`` is True, else ``y`` (the condition is not differentiated)."""
+    return _ops.where(np.asarray(_data(cond), dtype=bool), x, y)
+
+
+def concatenate(tensors, axis: int = 0) -> Tensor:
+    return _ops.concatenate(*tensors, axis=axis)
+
+
+cat = concatenate
+
+
+def stack(tensors, axis: int = 0) -> Tensor:
+    return _ops.stack(*tensors, axis=axis)
+
+
+def split(x: Tensor, sections, axis: int = 0) -> list[Tensor]:
+    """``np.split`` for tensors: ``sections`` equal parts, or cut at the given indices."""
+    size = x.shape[axis]
+    if isinstance(sections, int):
+        if sections <= 0 or size % sections:
+            raise OpError(f"split: axis {axis} of size {size} does not divide into {sections} equal parts")
+        cuts = list(range(0, size + 1, size // sections))
+    else:
+        cuts = [0, *sections, size]
+    lead = (slice(None),) * (axis % x.ndim)
+    return [x[lead + (slice(lo, hi),)] for lo, hi in zip(cuts[:-1], cuts[1:])]
+
+
+def maximum(a, b) -> Tensor:
+    return _ops.maximum(a, b)
+
+
+def minimum(a, b) -> Tensor:
+    return _ops.minimum(a, b)
+
+
+def zeros(*shape, dtype=np.float32, requires_grad=False) -> Tensor:
+    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
+    return Tensor(np.zeros(shape, dtype=dtype), requires_grad=requires_grad)
+
+
+def ones(*shape, dtype=np.float32, requires_grad=False) -> Tensor:
+    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
+    return Tensor(np.ones(shape, dtype=dtype), requires_grad=requires_grad)
+
+
+def zeros_like(t: Tensor, requires_grad=False) -> Tensor:
+    return Tensor(np.zeros_like(t.data), requires_grad=requires_grad)
+
+
+def ones_like(t: Tensor, requires_grad=False) -> Tensor:
+    return Tensor(np.ones_like(t.data), requires_grad=requires_grad)
+
+
+def arange(*args, dtype=None) -> Tensor:
+    return Tensor(np.arange(*args, dtype=dtype))
+
+
+def randn(*shape, rng: np.random.Generator | None = None, dtype=np.float32, requires_grad=False) -> Tensor:
+    """Standard-normal samples; pass ``rng`` (a NumPy Generator) for reproducible draws."""
+    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
+    rng = rng if rng is not None else np.random.default_rng()
+    return Tensor(rng.standard_normal(shape).astype(dtype), requires_grad=requires_grad)
