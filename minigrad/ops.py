@@ -745,3 +745,168 @@ class triu:
 
     def vjp(g, out, x, *, k=0):
         return (g.triu(k=k),)
+
+
+# --------------------------------------------------------------------------------------
+# Fused primitives
+#
+# Each of these could be written as a composite of the ops above (and is, in the
+# comments). They are primitives because the composite makes many passes over
+# memory and many graph nodes per call, and the layers of a transformer call them
+# on every token of every layer. Their VJPs are still Tensor ops, so they are
+# differentiable twice, and the tests gradcheck them like any other op.
+# --------------------------------------------------------------------------------------
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_GELU_CUBIC = 0.044715
+
+
+def _gelu_tanh_parts(x: np.ndarray):
+    u = _SQRT_2_OVER_PI * (x + _GELU_CUBIC * x ** 3)
+    return u, np.tanh(u)
+
+
+@op()
+class gelu:
+    """GELU: x * Phi(x), exact with erf (``approximate="none"``) or GPT-2's tanh form (``"tanh"``).
+
+    Composite: ``0.5 * x * (1 + erf(x / sqrt(2)))`` or
+    ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x**3)))``.
+    """
+    samples = [sample((3, 4)), sample((3, 4), approximate="tanh")]
+
+    def forward(x, *, approximate="none"):
+        if approximate == "tanh":
+            return 0.5 * x * (1.0 + _gelu_tanh_parts(x)[1])
+        if approximate != "none":
+            raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+        return 0.5 * x * (1.0 + _erf_array(x * np.asarray(1 / math.sqrt(2.0), dtype=x.dtype)))
+
+    def vjp(g, out, x, *, approximate="none"):
+        return (g * x.gelu_grad(approximate=approximate),)
+
+
+@op(method="gelu_grad")
+class gelu_grad:
+    """d gelu(x) / dx, a primitive of its own so gelu's backward is one fused pass."""
+    samples = [sample((3, 4)), sample((3, 4), approximate="tanh")]
+
+    def forward(x, *, approximate="none"):
+        if approximate == "tanh":
+            u, t = _gelu_tanh_parts(x)
+            du = _SQRT_2_OVER_PI * (1.0 + 3 * _GELU_CUBIC * x * x)
+            return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
+        cdf = 0.5 * (1.0 + _erf_array(x * np.asarray(1 / math.sqrt(2.0), dtype=x.dtype)))
+        return cdf + x * np.exp(-0.5 * x * x) * _INV_SQRT_2PI
+
+    def vjp(g, out, x, *, approximate="none"):
+        # The second derivative, written out (only needed for create_graph).
+        if approximate == "tanh":
+            t = (_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x ** 3)).tanh()
+            du = _SQRT_2_OVER_PI * (1.0 + 3 * _GELU_CUBIC * x * x)
+            d2u = 6 * _SQRT_2_OVER_PI * _GELU_CUBIC * x
+            return (g * (1.0 - t * t) * (du + 0.5 * x * (d2u - 2.0 * t * du * du)),)
+        pdf = (-0.5 * x * x).exp() * _INV_SQRT_2PI
+        return (g * pdf * (2.0 - x * x),)
+
+
+def _normalise_last(x: np.ndarray, eps: float, centre: bool):
+    """(x - mean) / sqrt(var + eps) over the last axis (or x / rms without centring)."""
+    if centre:
+        x = x - x.mean(axis=-1, keepdims=True)
+    rstd = 1.0 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + np.asarray(eps, dtype=x.dtype))
+    return x * rstd
+
+
+@op()
+class layer_norm:
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last axis.
+
+    Composite: ``xc = x - x.mean(-1, keepdims=True)``;
+    ``xc / (xc.var(-1, keepdims=True) + eps).sqrt() * weight + bias``.
+    """
+    samples = [sample((3, 5), (5,), (5,), eps=1e-5), sample((2, 3, 4), (4,), (4,), eps=0.1)]
+
+    def forward(x, weight, bias, *, eps=1e-5):
+        return _normalise_last(x, eps, centre=True) * weight + bias
+
+    def vjp(g, out, x, weight, bias, *, eps=1e-5):
+        xc = x - x.mean(axis=-1, keepdims=True)
+        rstd = ((xc * xc).mean(axis=-1, keepdims=True) + eps) ** -0.5
+        xhat = xc * rstd
+        gxhat = g * weight
+        gx = rstd * (gxhat - gxhat.mean(axis=-1, keepdims=True)
+                     - xhat * (gxhat * xhat).mean(axis=-1, keepdims=True))
+        return gx, g * xhat, g  # the engine sums weight's and bias's gradients over the batch
+
+
+@op()
+class rms_norm:
+    """x / sqrt(mean(x**2) + eps) * weight over the last axis (no centring, no bias).
+
+    Composite: ``x * ((x * x).mean(-1, keepdims=True) + eps) ** -0.5 * weight``.
+    """
+    samples = [sample((3, 5), (5,), eps=1e-6), sample((2, 3, 4), (4,), eps=0.1)]
+
+    def forward(x, weight, *, eps=1e-6):
+        return _normalise_last(x, eps, centre=False) * weight
+
+    def vjp(g, out, x, weight, *, eps=1e-6):
+        rstd = ((x * x).mean(axis=-1, keepdims=True) + eps) ** -0.5
+        xhat = x * rstd
+        gxhat = g * weight
+        gx = rstd * (gxhat - xhat * (gxhat * xhat).mean(axis=-1, keepdims=True))
+        return gx, g * xhat
+
+
+def _target_rows(logits: np.ndarray, targets: np.ndarray, ignore_index: int):
+    """Validate targets; return (kept: bool (N,), safe_targets: int (N,) with ignored ones set to 0)."""
+    if logits.ndim != 2:
+        raise ValueError(f"logits must be (N, C), got shape {logits.shape}")
+    if targets.shape != logits.shape[:1]:
+        raise ValueError(f"targets must have shape ({logits.shape[0]},) to match logits {logits.shape}, "
+                         f"got {targets.shape}")
+    if targets.dtype.kind not in "iu":
+        raise TypeError(f"targets must be integer class indices, got {targets.dtype}")
+    kept = targets != ignore_index
+    bad = kept & ((targets < 0) | (targets >= logits.shape[1]))
+    if bad.any():
+        raise ValueError(f"target {targets[bad][0]} is out of range for {logits.shape[1]} classes")
+    return kept, np.where(kept, targets, 0)
+
+
+@op()
+class cross_entropy:
+    """Mean (or sum, or per-row) of -log softmax(logits)[target], fused and stable.
+
+    ``logits`` (N, C), ``targets`` (N,) integer; rows whose target is
+    ``ignore_index`` count for nothing (the mean is over the other rows).
+    Composite: ``-logits.log_softmax(-1)[arange(N), targets].mean()``.
+    """
+    samples = [sample((4, 5), np.array([0, 3, 4, 1])),
+               sample((4, 5), np.array([2, -100, 4, 2]), reduction="sum"),
+               sample((3, 4), np.array([1, 0, -1]), ignore_index=-1, reduction="none")]
+
+    def forward(logits, targets, *, ignore_index=-100, reduction="mean"):
+        kept, safe = _target_rows(logits, targets, ignore_index)
+        shift = logits.max(axis=-1, keepdims=True)
+        lse = np.log(np.exp(logits - shift).sum(axis=-1)) + shift[:, 0]
+        losses = np.where(kept, lse - logits[np.arange(len(safe)), safe], 0).astype(logits.dtype)
+        if reduction == "none":
+            return losses
+        if reduction == "sum":
+            return losses.sum()
+        if reduction == "mean":
+            return losses.sum() / np.asarray(np.maximum(kept.sum(), 1), dtype=logits.dtype)
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+    def vjp(g, out, logits, targets, *, ignore_index=-100, reduction="mean"):
+        kept, safe = _target_rows(logits.data, targets.data, ignore_index)
+        onehot = np.zeros(logits.shape, dtype=logits.dtype)
+        onehot[np.arange(len(safe)), safe] = 1
+        weight = kept.astype(logits.dtype)
+        if reduction == "mean":
+            weight /= np.maximum(kept.sum(), 1)
+        row_grad = g.reshape(-1, 1) * _const(weight.reshape(-1, 1), g)  # (N, 1), or (1, 1) scaled
+        return (logits.softmax(axis=-1) - _const(onehot, g)) * row_grad, None
