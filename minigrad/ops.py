@@ -95,15 +95,15 @@ class Op:
     gradgrad: bool = True  # False only where a second derivative is meaningless
 
     def __call__(self, *inputs, **params):
-        from .tensor import apply  # late import: tensor.py imports this module
-
-        return apply(self, *inputs, **params)
+        return _apply(self, *inputs, **params)
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
 
 
 OPS: dict[str, Op] = {}
+_on_register: list[Callable[[Op], None]] = []  # tensor.py binds each new op's method and operators
+_apply: Callable = None  # set by tensor.py: runs an op and records it in the graph
 
 
 def op(method: str | None = None, operator: str | None = None, gradgrad: bool = True):
@@ -117,6 +117,8 @@ def op(method: str | None = None, operator: str | None = None, gradgrad: bool = 
         new = Op(name, block.forward, block.vjp, samples, (block.__doc__ or "").strip(),
                  method, operator, gradgrad)
         OPS[name] = new
+        for bind in _on_register:
+            bind(new)
         return new
 
     return register

@@ -453,13 +453,19 @@ def _operators(op: Op):
     return forward, reflected
 
 
+def _bind(op: Op) -> None:
+    if op.method:
+        setattr(Tensor, op.method, _method(op))
+    if op.operator:
+        fwd, rev = _operators(op)
+        setattr(Tensor, f"__{op.operator}__", fwd)
+        setattr(Tensor, f"__r{op.operator}__", rev)
+
+
+_ops._apply = apply
 for _op in OPS.values():
-    if _op.method:
-        setattr(Tensor, _op.method, _method(_op))
-    if _op.operator:
-        fwd, rev = _operators(_op)
-        setattr(Tensor, f"__{_op.operator}__", fwd)
-        setattr(Tensor, f"__r{_op.operator}__", rev)
+    _bind(_op)
+_ops._on_register.append(_bind)  # ops registered later (user extensions) get methods too
 Tensor.__neg__ = lambda self: _ops.neg(self)
 
 
