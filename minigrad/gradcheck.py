@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .autograd import grad
-from .tensor import Tensor, no_grad
+from .tensor import Tensor, enable_grad, no_grad
 
 
 class GradcheckError(AssertionError):
@@ -65,7 +65,9 @@ def _numeric(fn, inputs, picked, eps) -> list[list[np.ndarray]]:
         outputs = _outputs(fn, inputs)
         jac = [[np.zeros((o.size, inputs[i].size)) for i in picked] for o in outputs]
         for j, i in enumerate(picked):
-            inputs[i].data = np.ascontiguousarray(inputs[i].data)
+            if not (inputs[i].data.flags.c_contiguous and inputs[i].data.flags.writeable):
+                # (Not np.ascontiguousarray: it turns a 0-d input into shape (1,).)
+                inputs[i].data = inputs[i].data.copy()
             flat = inputs[i].data.reshape(-1)  # a view: writing to it perturbs the input
             for col in range(flat.size):
                 orig = flat[col]
@@ -91,6 +93,13 @@ def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
     picked = _differentiable(inputs)
     analytic = _analytic(fn, inputs, picked)
     numeric = _numeric(fn, inputs, picked, eps)
+    # The finite differences run under no_grad. A function that returns different
+    # outputs there would otherwise be compared on nothing and pass vacuously.
+    a_shapes = [[a.shape for a in row] for row in analytic]
+    n_shapes = [[n.shape for n in row] for row in numeric]
+    if a_shapes != n_shapes:
+        raise GradcheckError(f"gradcheck: fn returned different outputs with grad on and under no_grad "
+                             f"(Jacobian shapes {a_shapes} vs {n_shapes})")
     for k, (a_row, n_row) in enumerate(zip(analytic, numeric)):
         for j, (a, n) in enumerate(zip(a_row, n_row)):
             excess = np.abs(a - n) - (atol + rtol * np.abs(n))
@@ -126,9 +135,12 @@ def gradgradcheck(fn, inputs, grad_outputs=None, eps: float = 1e-6, atol: float 
 
     def first_order(*args):
         xs, vs = args[:n_in], args[n_in:]
-        outputs = [o for o in _outputs(fn, xs) if o.requires_grad]
-        grads = grad(outputs, [xs[i] for i in picked], list(vs[: len(outputs)]), create_graph=True,
-                     allow_unused=True)
+        # enable_grad: gradcheck runs its finite differences under no_grad, but this
+        # function *is* a backward pass and needs the graph of fn to exist.
+        with enable_grad():
+            pairs = [(o, v) for o, v in zip(_outputs(fn, xs), vs) if o.requires_grad]
+            grads = grad([o for o, _ in pairs], [xs[i] for i in picked], [v for _, v in pairs],
+                         create_graph=True, allow_unused=True)
         return tuple(g for g in grads if g is not None)
 
     return gradcheck(first_order, (*inputs, *grad_outputs), eps=eps, atol=atol, rtol=rtol)
