@@ -1,0 +1,17 @@
+"""Optimizers, learning-rate schedules and gradient clipping, with PyTorch's names and update formulas.
+
+* ``optimizer.py``: the ``Optimizer`` base (parameter groups, ``zero_grad``, ``state_dict``);
+* ``sgd.py``: ``SGD`` with momentum, Nesterov and weight decay;
+* ``adam.py``: ``Adam`` and ``AdamW`` (decoupled weight decay);
+* ``lr_scheduler.py``: ``LambdaLR`` and ``WarmupCosineLR``;
+* ``clip.py``: ``clip_grad_norm_``.
+"""
+
+from .adam import Adam, AdamW
+from .clip import clip_grad_norm_
+from .lr_scheduler import LambdaLR, LRScheduler, WarmupCosineLR, warmup_cosine
+from .optimizer import Optimizer
+from .sgd import SGD
+
+__all__ = ["SGD", "Adam", "AdamW", "LRScheduler", "LambdaLR", "Optimizer", "WarmupCosineLR", "clip_grad_norm_",
+           "warmup_cosine"]

@@ -1,0 +1,45 @@
+"""Gradient clipping by global norm: one bad batch cannot throw the weights across the loss landscape.
+
+All gradients are treated as one long vector. If its norm exceeds
+``max_norm``, every gradient is scaled by the same factor
+``max_norm / (norm + 1e-6)``, so the direction of the step is kept and only its
+length is capped (the formula is PyTorch's ``clip_grad_norm_``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..tensor import Tensor, no_grad
+
+
+def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False) -> float:
+    """Scale the gradients so their global ``norm_type``-norm is at most ``max_norm``; return the norm before.
+
+    Parameters without a gradient are skipped. The scaled gradients are new
+    Tensors (``p.grad`` is reassigned, never written into), in their own dtype.
+    """
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    params = [p for p in parameters if p.grad is not None]
+    max_norm, norm_type = float(max_norm), float(norm_type)
+    if not params:
+        return 0.0
+    grads = [p.grad.data for p in params]
+    # Per-tensor norms first (in the gradients' dtype), then the norm of those norms, in Python floats.
+    if norm_type == math.inf:
+        total = max(float(np.max(np.abs(g), initial=0.0)) for g in grads)
+    else:
+        per_tensor = [float(np.linalg.norm(g.ravel(), ord=norm_type)) if g.size else 0.0 for g in grads]
+        total = math.fsum(n**norm_type for n in per_tensor) ** (1.0 / norm_type)
+    if error_if_nonfinite and not math.isfinite(total):
+        raise RuntimeError(f"clip_grad_norm_: the total {norm_type}-norm of the gradients is {total}; "
+                           f"pass error_if_nonfinite=False to clip anyway")
+    clip_coef = max_norm / (total + 1e-6)
+    if clip_coef < 1.0:
+        with no_grad():
+            for p in params:
+                p.grad = p.grad * clip_coef  # a new Tensor; a Python float keeps the gradient's dtype
+    return total

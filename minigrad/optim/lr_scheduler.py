@@ -1,0 +1,114 @@
+"""Learning-rate schedules: each group's lr is its base lr times a factor that depends on the step.
+
+Used as in PyTorch, with one ``scheduler.step()`` after each ``optimizer.step()``::
+
+    scheduler = WarmupCosineLR(optimizer, warmup_steps=100, total_steps=5000)
+    for step in range(5000):
+        ...; optimizer.step(); scheduler.step()
+
+Building the scheduler sets the lr for step 0; after ``k`` calls to
+``scheduler.step()`` the optimizer runs with ``base_lr * lr_factor(k)``.
+Transformers are usually trained with a short linear warmup (Adam's second
+moment estimates are poor for the first few hundred steps, and large early
+steps can blow up) followed by a cosine decay to a small floor.
+
+A constant lr needs no scheduler at all; ``LambdaLR(optimizer, lambda step: 1.0)``
+is one for code that always expects a scheduler.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .optimizer import Optimizer
+
+
+def warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0) -> float:
+    """Factor that rises linearly from 0 to 1 over ``warmup_steps``, then follows a cosine to ``min_lr_ratio``.
+
+    1 at ``step == warmup_steps``, ``(1 + min_lr_ratio) / 2`` halfway through the
+    decay, ``min_lr_ratio`` at ``step == total_steps`` and after.
+    """
+    if step < warmup_steps:
+        return step / warmup_steps
+    if step >= total_steps:
+        return min_lr_ratio
+    progress = (step - warmup_steps) / (total_steps - warmup_steps)  # 0 -> 1 over the decay
+    return min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+class LRScheduler:
+    """Base class: sets ``group["lr"] = base_lr * self.lr_factor(step)``; subclasses define ``lr_factor``."""
+
+    def __init__(self, optimizer: Optimizer):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(self).__name__}: expected an Optimizer, got {type(optimizer).__name__}")
+        self.optimizer = optimizer
+        self.base_lrs = [float(group["lr"]) for group in optimizer.param_groups]
+        self.last_step = 0
+        self._apply()
+
+    def lr_factor(self, step: int) -> float:
+        raise NotImplementedError
+
+    def get_lr(self, step: int | None = None) -> list[float]:
+        """Each group's lr at ``step`` (default: the current step), without changing anything."""
+        step = self.last_step if step is None else step
+        factor = float(self.lr_factor(step))
+        return [base * factor for base in self.base_lrs]
+
+    def get_last_lr(self) -> list[float]:
+        """The lrs the optimizer is using now."""
+        return [group["lr"] for group in self.optimizer.param_groups]
+
+    def step(self) -> None:
+        """Advance one step and set the optimizer's learning rates for it."""
+        self.last_step += 1
+        self._apply()
+
+    def _apply(self) -> None:
+        for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
+            group["lr"] = lr
+
+    def state_dict(self) -> dict:
+        """The step and the schedule's numbers (not the optimizer, not functions), for checkpoints."""
+        return {k: v for k, v in vars(self).items() if k != "optimizer" and not callable(v)}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore ``state_dict()`` and set the optimizer's lrs to match it."""
+        expected = set(self.state_dict())
+        if set(state_dict) != expected:
+            raise ValueError(f"{type(self).__name__}.load_state_dict: expected keys {sorted(expected)}, "
+                             f"got {sorted(state_dict)}")
+        if len(state_dict["base_lrs"]) != len(self.optimizer.param_groups):
+            raise ValueError(f"{type(self).__name__}.load_state_dict: saved for {len(state_dict['base_lrs'])} "
+                             f"parameter groups, this optimizer has {len(self.optimizer.param_groups)}")
+        self.__dict__.update({k: (list(v) if isinstance(v, list) else v) for k, v in state_dict.items()})
+        self._apply()
+
+
+class LambdaLR(LRScheduler):
+    """``lr = base_lr * lr_lambda(step)``, as ``torch.optim.lr_scheduler.LambdaLR``."""
+
+    def __init__(self, optimizer: Optimizer, lr_lambda):
+        self.lr_lambda = lr_lambda
+        super().__init__(optimizer)
+
+    def lr_factor(self, step: int) -> float:
+        return self.lr_lambda(step)
+
+
+class WarmupCosineLR(LRScheduler):
+    """Linear warmup from 0 over ``warmup_steps``, then a cosine to ``min_lr_ratio * base_lr`` by ``total_steps``."""
+
+    def __init__(self, optimizer: Optimizer, warmup_steps: int, total_steps: int, min_lr_ratio: float = 0.0):
+        if not 0 <= warmup_steps < total_steps:
+            raise ValueError(f"WarmupCosineLR: need 0 <= warmup_steps < total_steps, got warmup_steps="
+                             f"{warmup_steps}, total_steps={total_steps}")
+        if not 0.0 <= min_lr_ratio <= 1.0:
+            raise ValueError(f"WarmupCosineLR: min_lr_ratio must be in [0, 1], got {min_lr_ratio}")
+        self.warmup_steps, self.total_steps, self.min_lr_ratio = warmup_steps, total_steps, min_lr_ratio
+        super().__init__(optimizer)
+
+    def lr_factor(self, step: int) -> float:
+        return warmup_cosine(step, self.warmup_steps, self.total_steps, self.min_lr_ratio)
