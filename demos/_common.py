@@ -1,0 +1,111 @@
+"""Helpers shared by the demos: the output folder, finite differences, and saving pictures.
+
+Kept apart so each demo reads as the text it retells, without this plumbing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+import minigrad as mg
+
+
+def parse_args(argv, demo: str, description: str) -> argparse.Namespace:
+    """``--out DIR`` (default ``out/<demo>``, which git ignores) for the pictures a demo draws."""
+    parser = argparse.ArgumentParser(prog=f"python -m demos.{demo}", description=description)
+    parser.add_argument("--out", type=Path, default=Path("out") / demo,
+                        help="folder for the pictures (default: %(default)s)")
+    return parser.parse_args(argv)
+
+
+# --------------------------------------------------------------------------------------
+# Finite differences: the independent check on every gradient the demos compute
+# --------------------------------------------------------------------------------------
+
+
+def central_difference_grads(fn, inputs, eps: float = 1e-6) -> list[np.ndarray]:
+    """d fn / d input for a scalar ``fn(*inputs)``, element by element: (f(x+eps) - f(x-eps)) / 2 eps."""
+    grads = []
+    with mg.no_grad():
+        for x in inputs:
+            flat = x.data.reshape(-1)  # a view (tensors made from ndarrays own contiguous copies)
+            g = np.zeros(flat.size)
+            for i in range(flat.size):
+                orig = flat[i]
+                flat[i] = orig + eps
+                plus = fn(*inputs).item()
+                flat[i] = orig - eps
+                minus = fn(*inputs).item()
+                flat[i] = orig
+                g[i] = (plus - minus) / (2 * eps)
+            grads.append(g.reshape(x.shape))
+    return grads
+
+
+def backprop_vs_finite_differences(fn, inputs, eps: float = 1e-6) -> list[float]:
+    """For each input, the largest |backprop gradient - central difference| (float64 inputs)."""
+    for i, x in enumerate(inputs):
+        if x.dtype != np.float64 or not x.requires_grad:
+            raise ValueError(f"backprop_vs_finite_differences: input {i} must be float64 with requires_grad "
+                             f"(got {x.dtype}, requires_grad={x.requires_grad})")
+    backprop = mg.grad(fn(*inputs), list(inputs))
+    numeric = central_difference_grads(fn, inputs, eps)
+    return [float(np.abs(b.data - n).max()) for b, n in zip(backprop, numeric)]
+
+
+def central_difference_jacobian(fn, x, eps: float = 1e-6) -> np.ndarray:
+    """d fn(x) / d x of shape ``fn(x).shape + x.shape``, one input element at a time."""
+    with mg.no_grad():
+        out_shape = fn(x).shape
+        flat = x.data.reshape(-1)
+        columns = []
+        for i in range(flat.size):
+            orig = flat[i]
+            flat[i] = orig + eps
+            plus = fn(x).data.copy()
+            flat[i] = orig - eps
+            minus = fn(x).data.copy()
+            flat[i] = orig
+            columns.append(((plus - minus) / (2 * eps)).reshape(-1))
+    return np.stack(columns, axis=-1).reshape(out_shape + x.shape)
+
+
+# --------------------------------------------------------------------------------------
+# Pictures (matplotlib is optional: demos print their numbers without it)
+# --------------------------------------------------------------------------------------
+
+
+def pyplot():
+    """matplotlib.pyplot with the file-only Agg backend, or None (and one line said) when not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: plots skipped (pip install matplotlib to draw them)")
+        return None
+    return plt
+
+
+def save_figure(fig, path: Path) -> Path:
+    """Write ``fig`` to ``path`` atomically (a temporary file, then a rename), and close it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=path.suffix)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+    return path
