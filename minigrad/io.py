@@ -1,0 +1,333 @@
+"""Checkpoints and weight files in the safetensors format: arrays plus a JSON header, never pickle.
+
+A safetensors file is an 8-byte little-endian header length, a JSON header
+(each tensor's dtype, shape and byte range, plus a string-to-string
+``__metadata__`` map), then the raw bytes of the tensors. Reading one cannot
+run code, unlike a pickle (``torch.save``, ``np.load(allow_pickle=True)``).
+
+A checkpoint written by ``save`` holds:
+
+* tensors ``model.<name>``: the model's ``state_dict()``;
+* tensors ``optim.<index>.<key>``: the optimizer's per-parameter arrays
+  (``optim.3.exp_avg`` is Adam's first moment of parameter 3);
+* metadata, each entry JSON: the step, the config, ``extra``, the optimizer's
+  class, hyperparameters and scalar state, the scheduler's state, the NumPy
+  Generator's state, and a SHA-256 checksum of everything else in the file.
+
+Saving the RNG state along with the model and optimizer is what makes a
+resumed run bit-identical to one that never stopped: the next minibatch,
+dropout mask or sample is the one it would have been.
+
+Two guarantees:
+
+* writes are atomic: the file is written under a temporary name in the same
+  directory, flushed to disk, then renamed over the target, so a crash mid-save
+  leaves the previous checkpoint intact (and no temporary file behind);
+* loads are all-or-nothing: every name, shape and dtype is checked against the
+  model, optimizer, scheduler and RNG first, and any mismatch raises one
+  ``CheckpointError`` listing them all before anything is assigned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import safetensors
+import safetensors.numpy
+
+FORMAT = "minigrad.checkpoint"
+FORMAT_VERSION = 1
+
+
+class CheckpointError(ValueError):
+    """A file that cannot be read as a checkpoint, or one that does not fit what it is loaded into."""
+
+
+@dataclass
+class Checkpoint:
+    """What ``load`` read. ``config`` and ``extra`` come back as JSON data (dicts, lists, numbers, strings)."""
+
+    step: int | None
+    config: Any
+    extra: Any
+    metadata: dict[str, str] = field(repr=False)  # the file's raw metadata header
+    model_state: dict[str, np.ndarray] = field(repr=False)
+    optimizer_state: dict | None = field(default=None, repr=False)
+    scheduler_state: dict | None = field(default=None, repr=False)
+    rng_state: dict | None = field(default=None, repr=False)
+
+
+# --------------------------------------------------------------------------------------
+# Raw safetensors files
+# --------------------------------------------------------------------------------------
+
+
+def save_safetensors(path, tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = None) -> None:
+    """Write ``tensors`` (name -> ndarray) and ``metadata`` (str -> str) to ``path``, atomically."""
+    bad = {k: type(v).__name__ for k, v in (metadata or {}).items() if not (isinstance(k, str) and isinstance(v, str))}
+    if bad:
+        raise TypeError(f"save_safetensors: metadata must map str to str; not strings: {bad}")
+    arrays = _little_endian(tensors)
+    try:
+        data = safetensors.numpy.save(arrays, metadata=metadata)
+    except Exception as err:  # e.g. a dtype safetensors has no code for (object, complex128)
+        described = {k: f"{v.shape} {v.dtype}" for k, v in arrays.items()}
+        raise CheckpointError(f"save_safetensors: cannot serialise {described}: {err}") from None
+    _atomic_write(path, data)
+
+
+def load_safetensors(path, *, return_metadata: bool = False):
+    """Read a safetensors file: ``{name: ndarray}``, and its metadata dict too if ``return_metadata``.
+
+    A truncated, corrupted or non-safetensors file raises ``CheckpointError``.
+    The arrays are ordinary writable NumPy arrays.
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        tensors = safetensors.numpy.load(data)
+        header_len = int.from_bytes(data[:8], "little")
+        metadata = json.loads(data[8:8 + header_len]).get("__metadata__") or {}
+    except (safetensors.SafetensorError, ValueError, KeyError) as err:
+        detail = f"unsupported dtype {err}" if isinstance(err, KeyError) else str(err)
+        raise CheckpointError(f"{os.fspath(path)}: not a readable safetensors file ({detail}); it may be "
+                              f"truncated or corrupted, or not a safetensors file at all") from None
+    tensors = {k: v if v.flags.writeable else v.copy() for k, v in tensors.items()}
+    return (tensors, metadata) if return_metadata else tensors
+
+
+def _little_endian(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Contiguous little-endian arrays: the bytes as the file stores them, so the checksum sees the same."""
+    out = {}
+    for name, value in tensors.items():
+        if not isinstance(name, str):
+            raise TypeError(f"save_safetensors: tensor names must be strings, got {name!r}")
+        array = np.asarray(value)
+        out[name] = np.asarray(array, dtype=array.dtype.newbyteorder("<"), order="C")  # keeps 0-d arrays 0-d
+    return out
+
+
+def _atomic_write(path, data: bytes) -> None:
+    """Write to a new file next to ``path``, fsync it, then rename it over ``path`` (atomic on POSIX)."""
+    path = os.fspath(path)
+    directory, name = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
+    # os.open rather than tempfile.mkstemp: mode 0o666 lets the umask decide the final file's permissions.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())  # the bytes are on disk before the rename makes them the checkpoint
+        os.replace(tmp, path)
+    except BaseException:  # KeyboardInterrupt included: never leave the temporary file behind
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable (POSIX; a no-op elsewhere)
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def _checksum(tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> str:
+    """SHA-256 of every tensor (name, dtype, shape, bytes) and metadata entry, in sorted order."""
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        a = np.asarray(tensors[name], dtype=tensors[name].dtype.newbyteorder("<"), order="C")
+        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a)
+    for key in sorted(metadata):
+        h.update(f"{key}={metadata[key]}|".encode())
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------------------
+# Checkpoints
+# --------------------------------------------------------------------------------------
+
+
+def save(path, model, optimizer=None, step: int | None = None, config=None, extra=None,
+         rng: np.random.Generator | None = None, scheduler=None) -> None:
+    """Write a checkpoint of ``model`` (and optimizer, scheduler, RNG state, step, config, extra) to ``path``.
+
+    ``config`` may be a dataclass (saved as a dict) or any JSON data; ``extra``
+    any JSON data (losses so far, the git commit...). Tuples come back as lists.
+    """
+    tensors = {f"model.{name}": array for name, array in model.state_dict().items()}
+    meta = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "minigrad_version": _version()}
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        config = dataclasses.asdict(config)
+    fields = {"step": step, "config": config, "extra": extra, "optimizer": None, "scheduler": None, "rng": None}
+    if optimizer is not None:
+        sd = optimizer.state_dict()
+        scalars = {}
+        for index, entry in sd["state"].items():
+            for key, value in entry.items():
+                if isinstance(value, np.ndarray | np.generic):
+                    tensors[f"optim.{index}.{key}"] = np.asarray(value)
+                else:
+                    scalars.setdefault(str(index), {})[key] = value
+        fields["optimizer"] = {"class": type(optimizer).__name__, "param_groups": sd["param_groups"],
+                               "state": scalars}
+    if scheduler is not None:
+        fields["scheduler"] = {"class": type(scheduler).__name__, "state": scheduler.state_dict()}
+    if rng is not None:
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"save: rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        fields["rng"] = rng.bit_generator.state
+    for key, value in fields.items():
+        try:
+            meta[key] = json.dumps(value, default=_json_default)
+        except (TypeError, ValueError) as err:
+            raise CheckpointError(f"save: {key} cannot be stored as JSON ({err}); checkpoints hold only "
+                                  f"arrays and JSON data (dicts, lists, strings, numbers, None)") from None
+    tensors = _little_endian(tensors)
+    meta["sha256"] = _checksum(tensors, meta)
+    save_safetensors(path, tensors, meta)
+
+
+def load(path, model=None, optimizer=None, rng: np.random.Generator | None = None, strict: bool = True,
+         scheduler=None) -> Checkpoint:
+    """Read a checkpoint and restore whatever of model, optimizer, scheduler and rng is passed.
+
+    Everything is checked first; any problem raises one ``CheckpointError``
+    listing all of them, and then nothing has been changed. With
+    ``strict=False`` the model may have names the checkpoint lacks and back
+    (shapes and dtypes must still match). Returns a ``Checkpoint``.
+    """
+    where = os.fspath(path)
+    tensors, meta = load_safetensors(path, return_metadata=True)
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(f"{where}: a safetensors file, but not a minigrad checkpoint (its metadata has no "
+                              f"format={FORMAT!r}); use minigrad.io.load_safetensors to read its tensors")
+    if meta.get("format_version") != str(FORMAT_VERSION):
+        raise CheckpointError(f"{where}: checkpoint format version {meta.get('format_version')!r}; "
+                              f"this minigrad reads version {FORMAT_VERSION}")
+    stored = {k: v for k, v in meta.items() if k != "sha256"}
+    if meta.get("sha256") != _checksum(tensors, stored):
+        raise CheckpointError(f"{where}: checksum mismatch: the file is corrupted (its bytes changed after saving)")
+    try:
+        fields = {k: json.loads(meta[k]) for k in ("step", "config", "extra", "optimizer", "scheduler", "rng")}
+    except (KeyError, ValueError) as err:
+        raise CheckpointError(f"{where}: damaged metadata ({err})") from None
+
+    model_state = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+    optim_arrays = {k[len("optim."):]: v for k, v in tensors.items() if k.startswith("optim.")}
+    problems: list[str] = []
+    if model is not None:
+        problems += _model_problems(model, model_state, strict)
+    optimizer_state = _optimizer_state(fields["optimizer"], optim_arrays, problems)
+    if optimizer is not None:
+        problems += _optimizer_problems(optimizer, fields["optimizer"], optimizer_state)
+    scheduler_saved = fields["scheduler"]
+    if scheduler is not None:
+        problems += _scheduler_problems(scheduler, scheduler_saved)
+    if rng is not None:
+        problems += _rng_problems(rng, fields["rng"])
+    if problems:
+        raise CheckpointError(f"{where}: cannot load: {len(problems)} problem(s), nothing was loaded:\n  "
+                              + "\n  ".join(problems))
+
+    if model is not None:
+        model.load_state_dict(model_state, strict=strict)
+    if optimizer is not None:
+        optimizer.load_state_dict(optimizer_state)
+    if scheduler is not None:
+        scheduler.load_state_dict(scheduler_saved["state"])
+    if rng is not None:
+        rng.bit_generator.state = fields["rng"]
+    return Checkpoint(step=fields["step"], config=fields["config"], extra=fields["extra"], metadata=meta,
+                      model_state=model_state, optimizer_state=optimizer_state,
+                      scheduler_state=scheduler_saved["state"] if scheduler_saved else None, rng_state=fields["rng"])
+
+
+# --------------------------------------------------------------------------------------
+# The checks behind load's single error
+# --------------------------------------------------------------------------------------
+
+
+def _model_problems(model, saved: dict[str, np.ndarray], strict: bool) -> list[str]:
+    own = model.state_dict()
+    problems = []
+    if strict:
+        problems += [f"model: missing {n} (the model has {own[n].shape} {own[n].dtype})" for n in own if n not in saved]
+        problems += [f"model: unexpected {n} ({saved[n].shape} {saved[n].dtype})" for n in saved if n not in own]
+    for name, array in own.items():
+        if name in saved and (saved[name].shape != array.shape or saved[name].dtype != array.dtype):
+            problems.append(f"model: {name}: checkpoint has {saved[name].shape} {saved[name].dtype}, "
+                            f"the model has {array.shape} {array.dtype}")
+    return problems
+
+
+def _optimizer_state(saved: dict | None, arrays: dict[str, np.ndarray], problems: list[str]) -> dict | None:
+    """Rebuild ``optimizer.state_dict()`` from the JSON part and the ``optim.<index>.<key>`` tensors."""
+    if saved is None:
+        return None
+    state: dict[int, dict] = {}
+    for index, entry in saved["state"].items():
+        state.setdefault(int(index), {}).update(entry)
+    for name, array in arrays.items():
+        index, _, key = name.partition(".")
+        if not index.isdigit() or not key:
+            problems.append(f"optimizer: tensor 'optim.{name}' is not named optim.<index>.<key>")
+            continue
+        state.setdefault(int(index), {})[key] = array
+    return {"state": dict(sorted(state.items())), "param_groups": saved["param_groups"]}
+
+
+def _optimizer_problems(optimizer, saved: dict | None, state_dict: dict | None) -> list[str]:
+    if saved is None:
+        return ["optimizer: the checkpoint has no optimizer state"]
+    if saved["class"] != type(optimizer).__name__:
+        return [f"optimizer: the checkpoint holds {saved['class']} state, the optimizer is "
+                f"{type(optimizer).__name__}"]
+    return [f"optimizer: {p}" for p in optimizer.check_state_dict(state_dict)]
+
+
+def _scheduler_problems(scheduler, saved: dict | None) -> list[str]:
+    if saved is None:
+        return ["scheduler: the checkpoint has no scheduler state"]
+    if saved["class"] != type(scheduler).__name__:
+        return [f"scheduler: the checkpoint holds {saved['class']} state, the scheduler is {type(scheduler).__name__}"]
+    expected, got = set(scheduler.state_dict()), set(saved["state"])
+    if expected != got:
+        return [f"scheduler: state keys {sorted(got)}, expected {sorted(expected)}"]
+    return []
+
+
+def _rng_problems(rng, saved: dict | None) -> list[str]:
+    if not isinstance(rng, np.random.Generator):
+        return [f"rng: expected a numpy.random.Generator, got {type(rng).__name__}"]
+    if saved is None:
+        return ["rng: the checkpoint has no RNG state"]
+    ours = type(rng.bit_generator).__name__
+    if saved.get("bit_generator") != ours:
+        return [f"rng: the checkpoint holds {saved.get('bit_generator')} state, the generator uses {ours}"]
+    return []
+
+
+def _json_default(value):
+    """What ``json`` cannot encode itself: NumPy scalars and arrays (as in an MT19937 RNG state)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON data")
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__

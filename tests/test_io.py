@@ -1,0 +1,365 @@
+"""minigrad.io: safetensors checkpoints that resume bit-identically, write atomically and never half-load."""
+
+import dataclasses
+import json
+import os
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+from minigrad import io
+from minigrad.io import CheckpointError
+from minigrad.nn.layers import Dropout, Linear
+from minigrad.nn.module import Module
+from minigrad.optim import SGD, AdamW, WarmupCosineLR, clip_grad_norm_
+
+
+class MLP(Module):
+    """A two-layer perceptron with dropout: the dropout masks come from the same Generator as the minibatches."""
+
+    def __init__(self, init_rng, rng, hidden=16):
+        super().__init__()
+        self.fc1 = Linear(4, hidden, rng=init_rng)
+        self.drop = Dropout(0.2, rng=rng)
+        self.fc2 = Linear(hidden, 3, rng=init_rng)
+
+    def forward(self, x):
+        return self.fc2(self.drop(self.fc1(x).tanh()))
+
+
+@dataclasses.dataclass
+class Config:
+    hidden: int = 16
+    lr: float = 3e-3
+    sizes: tuple = (4, 16, 3)
+
+
+DATA_RNG = np.random.default_rng(123)
+X = DATA_RNG.standard_normal((64, 4)).astype(np.float32)
+Y = DATA_RNG.standard_normal((64, 3)).astype(np.float32)
+
+
+def build(seed):
+    """A fresh run: model, AdamW with no decay on biases, warmup-cosine schedule, one Generator for everything."""
+    rng = np.random.default_rng(seed)
+    model = MLP(np.random.default_rng(seed + 1000), rng)
+    named = list(model.named_parameters())
+    groups = [{"params": [p for n, p in named if n.endswith("weight")]},
+              {"params": [p for n, p in named if n.endswith("bias")], "weight_decay": 0.0}]
+    opt = AdamW(groups, lr=3e-3, weight_decay=0.1)
+    sched = WarmupCosineLR(opt, warmup_steps=3, total_steps=12, min_lr_ratio=0.1)
+    return model, opt, sched, rng
+
+
+def train(model, opt, sched, rng, steps):
+    losses = []
+    for _ in range(steps):
+        idx = rng.choice(len(X), size=8, replace=False)
+        loss = ((model(mg.Tensor(X[idx])) - Y[idx]) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        clip_grad_norm_(model.parameters(), max_norm=0.5)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_resume_is_bit_identical_to_never_stopping(tmp_path):
+    straight_model, straight_opt, sched, rng = build(seed=0)
+    straight = train(straight_model, straight_opt, sched, rng, 10)
+
+    model, opt, sched, rng = build(seed=0)
+    first_half = train(model, opt, sched, rng, 5)
+    io.save(tmp_path / "ckpt.safetensors", model, opt, step=5, config=Config(), extra={"losses": first_half},
+            rng=rng, scheduler=sched)
+
+    # A new process, in effect: different initial weights and RNG seed, all overwritten by the load.
+    model2, opt2, sched2, rng2 = build(seed=99)
+    ckpt = io.load(tmp_path / "ckpt.safetensors", model2, opt2, rng=rng2, scheduler=sched2)
+    second_half = train(model2, opt2, sched2, rng2, 5)
+
+    assert first_half + second_half == straight  # exact float equality, step by step
+    for (name, p), (_, q) in zip(straight_model.named_parameters(), model2.named_parameters()):
+        np.testing.assert_array_equal(p.data, q.data, err_msg=name)
+        assert q.dtype == np.float32
+    for p, q in zip(straight_model.parameters(), model2.parameters()):
+        for key in ("exp_avg", "exp_avg_sq"):
+            np.testing.assert_array_equal(straight_opt.state[p][key], opt2.state[q][key])
+    assert ckpt.step == 5 and ckpt.extra == {"losses": first_half}
+    assert ckpt.config == {"hidden": 16, "lr": 3e-3, "sizes": [4, 16, 3]}  # JSON: a tuple comes back a list
+    assert ckpt.metadata["format"] == "minigrad.checkpoint"
+
+
+def test_round_trip_of_every_part(tmp_path):
+    model, opt, sched, rng = build(seed=1)
+    train(model, opt, sched, rng, 4)
+    path = tmp_path / "c.safetensors"
+    io.save(path, model, opt, step=4, rng=rng, scheduler=sched)
+
+    ckpt = io.load(path)  # nothing to load into: everything comes back as data
+    assert ckpt.model_state.keys() == model.state_dict().keys()
+    for name, array in model.state_dict().items():
+        np.testing.assert_array_equal(ckpt.model_state[name], array)
+    as_json = [{**g, "betas": list(g["betas"])} for g in opt.state_dict()["param_groups"]]
+    assert ckpt.optimizer_state["param_groups"] == as_json
+    assert ckpt.optimizer_state["state"][0]["step"] == 4
+    assert ckpt.scheduler_state == sched.state_dict()
+    assert ckpt.rng_state == rng.bit_generator.state
+
+    tensors = io.load_safetensors(path)  # the raw file: names as documented
+    assert "model.fc1.weight" in tensors and "optim.0.exp_avg" in tensors and "optim.0.step" not in tensors
+
+
+def test_rng_state_of_other_bit_generators_round_trips(tmp_path):
+    model, *_ = build(seed=0)
+    rng = np.random.Generator(np.random.MT19937(5))  # its state holds an array, stored as a JSON list
+    rng.random(3)
+    io.save(tmp_path / "c.safetensors", model, rng=rng)
+    expected = rng.random(4)
+    restored = np.random.Generator(np.random.MT19937(0))
+    io.load(tmp_path / "c.safetensors", rng=restored)
+    np.testing.assert_array_equal(restored.random(4), expected)
+
+
+# --------------------------------------------------------------------------------------
+# Raw safetensors files
+# --------------------------------------------------------------------------------------
+
+
+def test_safetensors_round_trip_keeps_dtypes_shapes_and_metadata(tmp_path):
+    tensors = {"f32": np.arange(6, dtype=np.float32).reshape(2, 3), "f64": np.array(2.5),
+               "i64": np.arange(4), "mask": np.array([True, False]), "empty": np.zeros((0, 3), np.float32),
+               "big_endian": np.arange(3, dtype=">f4"), "strided": np.arange(10.0)[::2]}
+    io.save_safetensors(tmp_path / "t.safetensors", tensors, {"note": "hi"})
+    loaded, meta = io.load_safetensors(tmp_path / "t.safetensors", return_metadata=True)
+    assert meta == {"note": "hi"} and loaded.keys() == tensors.keys()
+    for name, array in tensors.items():
+        assert loaded[name].shape == array.shape
+        assert loaded[name].dtype == array.dtype.newbyteorder("=")
+        np.testing.assert_array_equal(loaded[name], array)
+        assert loaded[name].flags.writeable
+
+
+def test_save_safetensors_rejects_non_string_metadata(tmp_path):
+    with pytest.raises(TypeError, match="metadata must map str to str"):
+        io.save_safetensors(tmp_path / "t.safetensors", {"a": np.zeros(2)}, {"step": 3})
+    assert not (tmp_path / "t.safetensors").exists()
+
+
+# --------------------------------------------------------------------------------------
+# Atomic writes
+# --------------------------------------------------------------------------------------
+
+
+class CrashingFile:
+    """Wraps a real file: writes half of what it is given, then fails, like a full disk or a killed process."""
+
+    def __init__(self, f, error):
+        self.f, self.error = f, error
+
+    def write(self, data):
+        self.f.write(data[: len(data) // 2])
+        raise self.error
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+@pytest.mark.parametrize("error", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_a_crash_mid_save_leaves_the_old_checkpoint_intact(tmp_path, monkeypatch, error):
+    model, opt, sched, rng = build(seed=0)
+    path = tmp_path / "ckpt.safetensors"
+    io.save(path, model, opt, step=1)
+    good = path.read_bytes()
+
+    train(model, opt, sched, rng, 2)
+    real_fdopen = os.fdopen
+    monkeypatch.setattr(os, "fdopen", lambda *a, **k: CrashingFile(real_fdopen(*a, **k), error))
+    with pytest.raises(type(error)):
+        io.save(path, model, opt, step=3)
+    monkeypatch.undo()
+
+    assert path.read_bytes() == good
+    assert os.listdir(tmp_path) == ["ckpt.safetensors"]  # no temporary file left behind
+    assert io.load(path).step == 1
+
+
+def test_a_crash_before_the_rename_leaves_the_old_checkpoint_intact(tmp_path, monkeypatch):
+    model, *_ = build(seed=0)
+    path = tmp_path / "ckpt.safetensors"
+    io.save(path, model, step=1)
+
+    def failing_fsync(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    with pytest.raises(OSError, match="Input/output error"):
+        io.save(path, model, step=2)
+    monkeypatch.undo()
+    assert io.load(path).step == 1 and os.listdir(tmp_path) == ["ckpt.safetensors"]
+
+
+def test_saving_non_json_config_fails_before_writing(tmp_path):
+    model, *_ = build(seed=0)
+    with pytest.raises(CheckpointError, match="config cannot be stored as JSON"):
+        io.save(tmp_path / "c.safetensors", model, config={"activation": np.tanh})
+    assert os.listdir(tmp_path) == []
+
+
+# --------------------------------------------------------------------------------------
+# Loading checks everything first, then assigns
+# --------------------------------------------------------------------------------------
+
+
+def rng_state(rng):
+    return json.dumps(rng.bit_generator.state, default=np.ndarray.tolist)
+
+
+def snapshot(model, opt, rng):
+    return ([p.data.copy() for p in model.parameters()],
+            {id(p): {k: np.array(v) for k, v in s.items()} for p, s in opt.state.items()},
+            rng_state(rng))
+
+
+def assert_unchanged(before, model, opt, rng):
+    params, state, saved_rng_state = before
+    for p, old in zip(model.parameters(), params):
+        np.testing.assert_array_equal(p.data, old)
+    assert {id(p) for p in opt.state} == set(state)
+    for p, s in opt.state.items():
+        for k, v in s.items():
+            np.testing.assert_array_equal(v, state[id(p)][k])
+    assert rng_state(rng) == saved_rng_state
+
+
+def test_mismatches_are_listed_together_and_nothing_is_loaded(tmp_path):
+    model, opt, sched, rng = build(seed=0)
+    train(model, opt, sched, rng, 2)
+    io.save(tmp_path / "c.safetensors", model, opt, rng=rng, scheduler=sched)
+
+    class Wider(MLP):
+        def __init__(self, init_rng, rng):
+            super().__init__(init_rng, rng, hidden=8)
+            self.extra = Linear(3, 3, rng=init_rng)
+
+    other = Wider(np.random.default_rng(5), np.random.default_rng(6))
+    other_opt = AdamW(other.parameters(), lr=1e-3)
+    train(other, other_opt, WarmupCosineLR(other_opt, 1, 5), other.drop.rng, 1)
+    other_rng = np.random.Generator(np.random.MT19937(0))
+    before = snapshot(other, other_opt, other_rng)
+
+    with pytest.raises(CheckpointError) as err:
+        io.load(tmp_path / "c.safetensors", other, other_opt, rng=other_rng)
+    message = str(err.value)
+    for expected in ["model: fc1.weight: checkpoint has (16, 4) float32, the model has (8, 4) float32",
+                     "model: fc1.bias", "model: fc2.weight", "model: missing extra.weight", "model: missing extra.bias",
+                     "optimizer: parameter groups differ", "rng: the checkpoint holds PCG64 state",
+                     "nothing was loaded"]:
+        assert expected in message
+    assert "fc2.bias" not in message  # (3,) float32 on both sides: not a problem
+    assert_unchanged(before, other, other_opt, other_rng)
+
+
+def test_dtype_mismatch_is_reported(tmp_path):
+    model, *_ = build(seed=0)
+    io.save(tmp_path / "c.safetensors", model)
+    other, *_ = build(seed=1)
+    other.fc2.bias.data = other.fc2.bias.data.astype(np.float64)
+    with pytest.raises(CheckpointError, match=r"fc2.bias: checkpoint has \(3,\) float32, the model has \(3,\) float64"):
+        io.load(tmp_path / "c.safetensors", other)
+
+
+def test_strict_false_allows_missing_and_unexpected_names(tmp_path):
+    model, *_ = build(seed=0)
+    io.save(tmp_path / "c.safetensors", model)
+
+    class Bigger(MLP):
+        def __init__(self):
+            super().__init__(np.random.default_rng(3), None)
+            self.head = Linear(3, 2)
+
+    bigger = Bigger()
+    head_before = bigger.head.weight.data.copy()
+    with pytest.raises(CheckpointError, match="missing head.weight"):
+        io.load(tmp_path / "c.safetensors", bigger)
+    io.load(tmp_path / "c.safetensors", bigger, strict=False)
+    np.testing.assert_array_equal(bigger.fc1.weight.data, model.fc1.weight.data)
+    np.testing.assert_array_equal(bigger.head.weight.data, head_before)
+
+
+def test_optimizer_kind_and_missing_parts_are_reported(tmp_path):
+    model, opt, sched, rng = build(seed=0)
+    io.save(tmp_path / "model_only.safetensors", model)
+    io.save(tmp_path / "adamw.safetensors", model, opt)
+
+    with pytest.raises(CheckpointError, match="the checkpoint holds AdamW state, the optimizer is SGD"):
+        io.load(tmp_path / "adamw.safetensors", model, SGD(model.parameters(), lr=0.1))
+    with pytest.raises(CheckpointError) as err:
+        io.load(tmp_path / "model_only.safetensors", model, opt, rng=rng, scheduler=sched)
+    for part in ["no optimizer state", "no scheduler state", "no RNG state"]:
+        assert part in str(err.value)
+
+
+# --------------------------------------------------------------------------------------
+# Damaged files and files that are not checkpoints
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def saved(tmp_path):
+    model, opt, sched, rng = build(seed=0)
+    train(model, opt, sched, rng, 1)
+    path = tmp_path / "c.safetensors"
+    io.save(path, model, opt, step=1, rng=rng)
+    fresh, fresh_opt, _, fresh_rng = build(seed=7)
+    return path, path.read_bytes(), (fresh, fresh_opt, fresh_rng)
+
+
+@pytest.mark.parametrize("cut", [0, 5, 100, -1])
+def test_truncated_file(saved, cut):
+    path, data, (model, opt, rng) = saved
+    before = snapshot(model, opt, rng)
+    path.write_bytes(data[:cut])
+    with pytest.raises(CheckpointError, match="not a readable safetensors file.*truncated"):
+        io.load(path, model, opt, rng=rng)
+    assert_unchanged(before, model, opt, rng)
+
+
+def test_flipped_byte_in_the_tensor_data_fails_the_checksum(saved):
+    path, data, (model, opt, rng) = saved
+    before = snapshot(model, opt, rng)
+    damaged = bytearray(data)
+    damaged[-3] ^= 0x40  # inside the last tensor's bytes: still a well-formed safetensors file
+    path.write_bytes(bytes(damaged))
+    assert io.load_safetensors(path)  # the format itself cannot tell
+    with pytest.raises(CheckpointError, match="checksum mismatch"):
+        io.load(path, model, opt, rng=rng)
+    assert_unchanged(before, model, opt, rng)
+
+
+def test_edited_metadata_fails_the_checksum(saved):
+    path, data, _ = saved
+    path.write_bytes(data.replace(b'"step":"1"', b'"step":"7"'))
+    with pytest.raises(CheckpointError, match="checksum mismatch"):
+        io.load(path)
+
+
+def test_files_that_are_not_checkpoints(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("these are not the weights you are looking for\n" * 10)
+    with pytest.raises(CheckpointError, match="not a readable safetensors file"):
+        io.load(text)
+    weights = tmp_path / "weights.safetensors"
+    io.save_safetensors(weights, {"wte": np.zeros((4, 2), np.float32)})
+    with pytest.raises(CheckpointError, match="not a minigrad checkpoint.*load_safetensors"):
+        io.load(weights)
+    with pytest.raises(FileNotFoundError):
+        io.load(tmp_path / "missing.safetensors")
