@@ -118,6 +118,8 @@ def _atomic_write(path, data: bytes) -> None:
     """Write to a new file next to ``path``, fsync it, then rename it over ``path`` (atomic on POSIX)."""
     path = os.fspath(path)
     directory, name = os.path.split(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"cannot save {path}: the directory {directory} does not exist")
     tmp = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
     # os.open rather than tempfile.mkstemp: mode 0o666 lets the umask decide the final file's permissions.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)

@@ -8,21 +8,19 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-from minigrad import io
+from minigrad import io, nn
 from minigrad.io import CheckpointError
-from minigrad.nn.layers import Dropout, Linear
-from minigrad.nn.module import Module
 from minigrad.optim import SGD, AdamW, WarmupCosineLR, clip_grad_norm_
 
 
-class MLP(Module):
+class TinyMLP(nn.Module):
     """A two-layer perceptron with dropout: the dropout masks come from the same Generator as the minibatches."""
 
     def __init__(self, init_rng, rng, hidden=16):
         super().__init__()
-        self.fc1 = Linear(4, hidden, rng=init_rng)
-        self.drop = Dropout(0.2, rng=rng)
-        self.fc2 = Linear(hidden, 3, rng=init_rng)
+        self.fc1 = nn.Linear(4, hidden, rng=init_rng)
+        self.drop = nn.Dropout(0.2, rng=rng)
+        self.fc2 = nn.Linear(hidden, 3, rng=init_rng)
 
     def forward(self, x):
         return self.fc2(self.drop(self.fc1(x).tanh()))
@@ -43,7 +41,7 @@ Y = DATA_RNG.standard_normal((64, 3)).astype(np.float32)
 def build(seed):
     """A fresh run: model, AdamW with no decay on biases, warmup-cosine schedule, one Generator for everything."""
     rng = np.random.default_rng(seed)
-    model = MLP(np.random.default_rng(seed + 1000), rng)
+    model = TinyMLP(np.random.default_rng(seed + 1000), rng)
     named = list(model.named_parameters())
     groups = [{"params": [p for n, p in named if n.endswith("weight")]},
               {"params": [p for n, p in named if n.endswith("bias")], "weight_decay": 0.0}]
@@ -121,6 +119,28 @@ def test_rng_state_of_other_bit_generators_round_trips(tmp_path):
     restored = np.random.Generator(np.random.MT19937(0))
     io.load(tmp_path / "c.safetensors", rng=restored)
     np.testing.assert_array_equal(restored.random(4), expected)
+
+
+def test_tied_weights_stay_tied_after_loading(tmp_path):
+    class Tied(nn.Module):
+        def __init__(self, seed):
+            super().__init__()
+            rng = np.random.default_rng(seed)
+            self.emb = nn.Embedding(5, 3, rng=rng)
+            self.head = nn.Linear(3, 5, bias=False, rng=rng)
+            self.head.weight = self.emb.weight
+
+    io.save(tmp_path / "c.safetensors", Tied(0))
+    model = Tied(1)
+    io.load(tmp_path / "c.safetensors", model)
+    assert model.head.weight is model.emb.weight
+    np.testing.assert_array_equal(model.emb.weight.data, Tied(0).emb.weight.data)
+
+
+def test_saving_into_a_missing_directory_names_it(tmp_path):
+    model, *_ = build(seed=0)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        io.save(tmp_path / "nope" / "c.safetensors", model)
 
 
 # --------------------------------------------------------------------------------------
@@ -245,10 +265,10 @@ def test_mismatches_are_listed_together_and_nothing_is_loaded(tmp_path):
     train(model, opt, sched, rng, 2)
     io.save(tmp_path / "c.safetensors", model, opt, rng=rng, scheduler=sched)
 
-    class Wider(MLP):
+    class Wider(TinyMLP):
         def __init__(self, init_rng, rng):
             super().__init__(init_rng, rng, hidden=8)
-            self.extra = Linear(3, 3, rng=init_rng)
+            self.extra = nn.Linear(3, 3, rng=init_rng)
 
     other = Wider(np.random.default_rng(5), np.random.default_rng(6))
     other_opt = AdamW(other.parameters(), lr=1e-3)
@@ -281,10 +301,10 @@ def test_strict_false_allows_missing_and_unexpected_names(tmp_path):
     model, *_ = build(seed=0)
     io.save(tmp_path / "c.safetensors", model)
 
-    class Bigger(MLP):
+    class Bigger(TinyMLP):
         def __init__(self):
             super().__init__(np.random.default_rng(3), None)
-            self.head = Linear(3, 2)
+            self.head = nn.Linear(3, 2)
 
     bigger = Bigger()
     head_before = bigger.head.weight.data.copy()

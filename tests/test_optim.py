@@ -307,6 +307,23 @@ def test_param_groups_have_their_own_options(rng):
     np.testing.assert_array_equal(bias.data, b0)  # no decay, zero gradient: untouched
 
 
+def test_no_decay_group_for_biases_and_norms_of_a_real_module(rng):
+    from minigrad import nn
+
+    model = nn.Sequential(nn.Linear(3, 4, rng=rng), nn.LayerNorm(4), nn.Linear(4, 2, rng=rng))
+    decay = [p for _, p in model.named_parameters() if p.ndim >= 2]  # weight matrices
+    no_decay = [p for _, p in model.named_parameters() if p.ndim < 2]  # biases, norm gains
+    before = {id(p): p.data.copy() for p in model.parameters()}
+    opt = AdamW([{"params": decay, "weight_decay": 0.5}, {"params": no_decay, "weight_decay": 0.0}], lr=0.1)
+    for p in model.parameters():
+        set_grad(p, np.zeros(p.shape))
+    opt.step()
+    for p in decay:
+        np.testing.assert_allclose(p.data, before[id(p)] * (1 - 0.1 * 0.5))
+    for p in no_decay:
+        np.testing.assert_array_equal(p.data, before[id(p)])
+
+
 def test_param_group_errors(rng):
     p, q = make_param(rng), make_param(rng)
     with pytest.raises(ValueError, match="more than one group"):

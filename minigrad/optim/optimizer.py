@@ -134,7 +134,8 @@ class Optimizer:
                 continue
             p = params[key]
             for name, value in entry.items():
-                if isinstance(value, np.ndarray) and (value.shape != p.shape or value.dtype != p.dtype):
+                # Per-coordinate state (momentum, moments) has the parameter's shape and dtype; 0-d arrays are scalars.
+                if isinstance(value, np.ndarray) and value.ndim and (value.shape != p.shape or value.dtype != p.dtype):
                     problems.append(f"state[{key}][{name!r}]: saved {value.shape} {value.dtype}, "
                                     f"but parameter {key} is {p.shape} {p.dtype}")
         return problems
