@@ -61,6 +61,11 @@ def _sum_to(g: Tensor, shape: tuple) -> Tensor:
     return g.reshape(shape)
 
 
+def _owner(array: np.ndarray) -> np.ndarray:
+    """The array that owns ``array``'s memory (NumPy points a view's .base at its owner)."""
+    return array if array.base is None else array.base
+
+
 def _as_grad(gradient, t: Tensor) -> Tensor:
     if gradient is None:
         if t.size != 1:
@@ -98,7 +103,11 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
             if id(t) in target_ids or (t._op is not None and any(id(x) in wanted for x in t._inputs)):
                 wanted.add(id(t))
 
-    stored_arrays: set[int] = set()  # leaf grads must never share an array with each other
+    # A .grad stored by a plain backward must own its memory: optimizers may update it
+    # in place. A VJP can hand back a read-only broadcast view (sum's), a view of an
+    # array another leaf also gets (add's g, reshaped), or the caller's own gradient.
+    # Keyed by the id of the array that owns the memory (a view's .base).
+    taken_memory: set[int] = {id(_owner(g.data)) for g in root_grads}
     with set_grad_enabled(create_graph):
         for t in reversed(order):
             g = grads.pop(id(t), None)
@@ -113,11 +122,11 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
                 if id(t) in target_ids:
                     found[id(t)] = g
             elif t._op is None or t._retains_grad:
-                if not create_graph:
-                    if id(g.data) in stored_arrays:
-                        g = Tensor._wrap(g.data.copy())
-                    stored_arrays.add(id(g.data))
                 if t.grad is None:
+                    if not create_graph:
+                        if id(_owner(g.data)) in taken_memory or not g.data.flags.writeable:
+                            g = Tensor._wrap(g.data.copy())
+                        taken_memory.add(id(_owner(g.data)))
                     t.grad = g
                 elif create_graph:
                     t.grad = t.grad + g
@@ -128,9 +137,18 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
             inputs = t._inputs
             if inputs is None:
                 raise RuntimeError(_FREED)
-            input_grads = t._op.vjp(g, t, *inputs, **t._params)
             if _state.anomaly:
+                # The VJP is checked as a whole and blamed on this op. Left on, anomaly mode
+                # would check each op inside the VJP as a forward, and report (say) a 'div'
+                # at the user's backward() line instead of sqrt's gradient at sqrt's line.
+                _state.anomaly = False
+                try:
+                    input_grads = t._op.vjp(g, t, *inputs, **t._params)
+                finally:
+                    _state.anomaly = True
                 check_backward(t, input_grads)
+            else:
+                input_grads = t._op.vjp(g, t, *inputs, **t._params)
             for x, gx in zip(inputs, input_grads):
                 if gx is None or not x.requires_grad:
                     continue
@@ -217,8 +235,9 @@ def check_forward(op, inputs, params, out: Tensor) -> None:
     if data.dtype.kind != "f" or np.isfinite(data).all():
         return
     inputs_finite = all(x.dtype.kind != "f" or np.isfinite(x.data).all() for x in inputs)
+    # np.generic too: a mask value of np.float32(-np.inf) is no more an anomaly than -math.inf.
     params_finite = all(np.isfinite(v).all() for v in (params or {}).values()
-                        if isinstance(v, float | np.ndarray) and np.asarray(v).dtype.kind == "f")
+                        if isinstance(v, float | np.generic | np.ndarray) and np.asarray(v).dtype.kind == "f")
     if np.isnan(data).any() or (inputs_finite and params_finite):
         kind = "NaN" if np.isnan(data).any() else "Inf"
         raise AnomalyError(f"detect_anomaly: op '{op.name}' produced {kind} in its output "
@@ -229,6 +248,6 @@ def check_backward(node: Tensor, input_grads) -> None:
     for i, g in enumerate(input_grads):
         if g is not None and g.dtype.kind == "f" and not np.isfinite(g.data).all():
             kind = "NaN" if np.isnan(g.data).any() else "Inf"
-            where = node._trace or "<created before anomaly mode was on>"
+            where = node._trace or "<not recorded: created outside detect_anomaly(), or by a backward pass>"
             raise AnomalyError(f"detect_anomaly: the gradient of op '{node._op.name}' for its input {i} has {kind} "
                                f"(inputs {_shapes(node._inputs)}); the op was created at {where}")
