@@ -1,0 +1,36 @@
+"""minigrad.nn: layers, attention and transformer blocks built from Tensor ops (PyTorch's names).
+
+| file | what it holds |
+|---|---|
+| ``module.py``      | Module, Parameter, Sequential, ModuleList, ModuleDict: registration, state_dict |
+| ``functional.py``  | stateless functions (``F``): activations, cross_entropy, norms, dropout, attention |
+| ``init.py``        | the default random generator (``manual_seed``) and in-place initialisers |
+| ``layers.py``      | Linear, Embedding, LayerNorm, RMSNorm, Dropout, activation modules |
+| ``positional.py``  | sinusoidal encoding, learned position embedding, rotary embedding (RoPE) |
+| ``attention.py``   | MultiHeadAttention (self/cross, masks, GQA, RoPE) and KVCache |
+| ``feedforward.py`` | MLP and SwiGLU |
+| ``transformer.py`` | TransformerBlock: pre-/post-norm, encoder / decoder / decoder with cross-attention |
+| ``recurrent.py``   | RNNCell, LSTMCell, GRUCell and the RNN, LSTM, GRU layers |
+
+No layer has backward code: every gradient comes from the op table in
+``minigrad/ops.py``, and the tests gradcheck every layer against finite
+differences.
+"""
+
+from . import functional, init
+from .attention import KVCache, MultiHeadAttention
+from .feedforward import MLP, SwiGLU
+from .init import manual_seed
+from .layers import GELU, Dropout, Embedding, Identity, LayerNorm, Linear, ReLU, RMSNorm, Sigmoid, SiLU, Tanh
+from .module import IncompatibleKeys, Module, ModuleDict, ModuleList, Parameter, Sequential, StateDictError
+from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, sinusoidal_encoding
+from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
+from .transformer import TransformerBlock
+
+__all__ = [
+    "GELU", "GRU", "LSTM", "MLP", "RNN", "Dropout", "Embedding", "GRUCell", "Identity", "IncompatibleKeys", "KVCache",
+    "LSTMCell", "LayerNorm", "LearnedPositionalEmbedding", "Linear", "Module", "ModuleDict", "ModuleList",
+    "MultiHeadAttention", "Parameter", "RMSNorm", "RNNCell", "ReLU", "RotaryEmbedding", "Sequential", "SiLU",
+    "Sigmoid", "SinusoidalPositionalEncoding", "StateDictError", "SwiGLU", "Tanh", "TransformerBlock",
+    "functional", "init", "manual_seed", "sinusoidal_encoding",
+]

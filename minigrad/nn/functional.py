@@ -1,0 +1,354 @@
+"""Stateless functions behind the layers, with ``torch.nn.functional``'s names and signatures.
+
+Everything here is a composite of Tensor ops, so its gradient comes from the op
+table. Where the op table has a fused primitive (gelu, layer_norm, rms_norm,
+cross_entropy, attention: one forward and one VJP instead of a dozen small
+ops), the function calls it; the composite spelled out next to it is the
+reference the primitive is tested against, and runs when the primitive is
+absent. All such choices go through ``_fused`` below, in one place.
+
+Conventions that differ from PyTorch, on purpose:
+
+* normalisation (``layer_norm``, ``rms_norm``) is over the last axis only;
+* ``cross_entropy`` puts the classes on the *last* axis: logits (N, C) or
+  (B, T, C), as language models produce them (PyTorch wants (N, C, d1, ...));
+* ``scaled_dot_product_attention(is_causal=True)`` with fewer queries than keys
+  treats the queries as the *last* positions (what decoding with a KV cache
+  needs); PyTorch aligns them with the first.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import ops as _ops
+from ..tensor import Tensor
+from .init import resolve_rng
+
+
+def _fused(name: str):
+    """The op table's fused primitive ``name``, or None when the engine does not have it."""
+    return _ops.OPS.get(name)
+
+
+def _array(x) -> np.ndarray:
+    return x.data if isinstance(x, Tensor) else np.asarray(x)
+
+
+# --------------------------------------------------------------------------------------
+# Activations
+# --------------------------------------------------------------------------------------
+
+
+def relu(input: Tensor) -> Tensor:
+    """max(x, 0)."""
+    return input.relu()
+
+
+def sigmoid(input: Tensor) -> Tensor:
+    """1 / (1 + exp(-x))."""
+    return input.sigmoid()
+
+
+def tanh(input: Tensor) -> Tensor:
+    """Hyperbolic tangent."""
+    return input.tanh()
+
+
+def silu(input: Tensor) -> Tensor:
+    """x * sigmoid(x) (also called swish): the gate of SwiGLU."""
+    return input * input.sigmoid()
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """x * Phi(x), Phi the standard normal CDF; ``approximate='tanh'`` is GPT-2's tanh formula."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', not {approximate!r}")
+    fused = _fused("gelu")
+    if fused is not None:
+        return fused(input, approximate=approximate)
+    return _gelu_composite(input, approximate)
+
+
+def _gelu_composite(x: Tensor, approximate: str) -> Tensor:
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + (math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)).tanh())
+    return 0.5 * x * (1.0 + (x * (1.0 / math.sqrt(2.0))).erf())
+
+
+def softmax(input: Tensor, dim: int = -1) -> Tensor:
+    """exp(x) / sum(exp(x)) along ``dim`` (stable; an all -inf row gives zeros)."""
+    return input.softmax(axis=dim)
+
+
+def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
+    """x - logsumexp(x) along ``dim`` (stable for large inputs)."""
+    return input.log_softmax(axis=dim)
+
+
+# --------------------------------------------------------------------------------------
+# Losses
+# --------------------------------------------------------------------------------------
+
+
+def cross_entropy(input: Tensor, target, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
+    """Softmax cross-entropy of logits (N, C) or (B, T, C) against integer targets (N,) or (B, T).
+
+    ``mean`` averages over the targets that are not ``ignore_index`` (0 when all
+    are ignored); ``none`` returns one loss per target, 0 at ignored ones.
+    """
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', not {reduction!r}")
+    if input.ndim < 2 or input.dtype.kind != "f":
+        raise ValueError(f"cross_entropy: logits must be float with classes on the last axis, (N, C) or "
+                         f"(B, T, C); got shape {input.shape} {input.dtype}")
+    n_classes = input.shape[-1]
+    target = _array(target)
+    if target.dtype.kind not in "iu":
+        raise TypeError(f"cross_entropy: targets must be integer class indices, got {target.dtype} "
+                        f"(shape {target.shape})")
+    if target.shape != input.shape[:-1]:
+        raise ValueError(f"cross_entropy: logits of shape {input.shape} need targets of shape {input.shape[:-1]}, "
+                         f"got {target.shape}")
+    counted = target != ignore_index
+    out_of_range = counted & ((target < 0) | (target >= n_classes))
+    if out_of_range.any():
+        raise IndexError(f"cross_entropy: target {target[out_of_range][0]} is out of range for {n_classes} classes "
+                         f"(targets shape {target.shape}, ignore_index={ignore_index})")
+    logits, flat = input.reshape(-1, n_classes), target.reshape(-1)  # (N, C), (N,)
+    fused = _fused("cross_entropy")
+    if fused is not None:
+        loss = fused(logits, flat, ignore_index=ignore_index, reduction=reduction)
+    else:
+        loss = _cross_entropy_composite(logits, flat, ignore_index, reduction)
+    return loss.reshape(target.shape) if reduction == "none" else loss
+
+
+def _cross_entropy_composite(logits: Tensor, target: np.ndarray, ignore_index: int, reduction: str) -> Tensor:
+    counted = target != ignore_index  # (N,)
+    log_probs = logits.log_softmax(axis=-1)  # (N, C)
+    picked = log_probs[np.arange(len(target)), np.where(counted, target, 0)]  # (N,)
+    losses = -picked.masked_fill(~counted, 0.0)
+    if reduction == "none":
+        return losses
+    if reduction == "sum":
+        return losses.sum()
+    return losses.sum() / float(max(int(counted.sum()), 1))
+
+
+# --------------------------------------------------------------------------------------
+# Normalisation, dropout, lookup, linear maps
+# --------------------------------------------------------------------------------------
+
+
+def _check_last_axis(who: str, input: Tensor, normalized_shape) -> None:
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if len(shape) != 1 or input.shape[-1:] != shape:
+        raise ValueError(f"{who}: normalized_shape {shape} must be the input's last axis (input shape "
+                         f"{input.shape}); only normalisation over the last axis is supported")
+
+
+def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    """(x - mean) / sqrt(var + eps) over the last axis, then ``* weight + bias``."""
+    _check_last_axis("layer_norm", input, normalized_shape)
+    fused = _fused("layer_norm")
+    if fused is not None:
+        n = input.shape[-1]
+        weight = weight if weight is not None else np.ones(n, dtype=input.dtype)
+        bias = bias if bias is not None else np.zeros(n, dtype=input.dtype)
+        return fused(input, weight, bias, eps=eps)
+    return _layer_norm_composite(input, weight, bias, eps)
+
+
+def _layer_norm_composite(x: Tensor, weight, bias, eps: float) -> Tensor:
+    mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
+    var = x.var(axis=-1, keepdims=True)  # (..., 1), population variance as in the paper
+    out = (x - mean) / (var + eps).sqrt()
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
+    """x / sqrt(mean(x**2) + eps) over the last axis, then ``* weight`` (no centring, no bias)."""
+    _check_last_axis("rms_norm", input, normalized_shape)
+    fused = _fused("rms_norm")
+    if fused is not None:
+        weight = weight if weight is not None else np.ones(input.shape[-1], dtype=input.dtype)
+        return fused(input, weight, eps=eps)
+    return _rms_norm_composite(input, weight, eps)
+
+
+def _rms_norm_composite(x: Tensor, weight, eps: float) -> Tensor:
+    out = x / ((x * x).mean(axis=-1, keepdims=True) + eps).sqrt()
+    return out * weight if weight is not None else out
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, rng: np.random.Generator | None = None) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by 1/(1-p); identity when not training."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be a probability in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    keep = resolve_rng(rng).random(input.shape) >= p
+    # Inverted dropout: scaling now keeps the expected value, so eval needs no rescaling.
+    return input * (keep / (1.0 - p)).astype(input.dtype)
+
+
+def token_ids(input, num_embeddings: int, who: str = "embedding") -> np.ndarray:
+    """``input`` as an integer ndarray, checked to lie in [0, num_embeddings) (``who`` names the caller)."""
+    ids = _array(input)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"{who}: token ids must be integers, got {ids.dtype} (shape {ids.shape})")
+    if ids.size and (ids.min() < 0 or ids.max() >= num_embeddings):
+        bad = ids[(ids < 0) | (ids >= num_embeddings)][0]
+        raise IndexError(f"{who}: token id {bad} is out of range for a table of {num_embeddings} rows "
+                         f"(ids shape {ids.shape}, min {ids.min()}, max {ids.max()})")
+    return ids
+
+
+def embedding(input, weight: Tensor) -> Tensor:
+    """Rows of ``weight`` (num_embeddings, dim) picked by integer ids: (...) -> (..., dim)."""
+    return weight[token_ids(input, weight.shape[0])]
+
+
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """x @ weight.T + bias, weight stored (out_features, in_features) as in PyTorch."""
+    out = input @ weight.T
+    return out + bias if bias is not None else out
+
+
+# --------------------------------------------------------------------------------------
+# Attention
+# --------------------------------------------------------------------------------------
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask=None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False, *,
+                                 rng: np.random.Generator | None = None, return_weights: bool = False):
+    """softmax(q @ k^T * scale + mask) @ v, over query (..., Tq, E), key (..., Tk, E), value (..., Tk, Ev).
+
+    * ``attn_mask``: bool, True where a query may attend to a key, or a float
+      mask added to the scores (-inf forbids); it must broadcast to the scores'
+      shape (..., Tq, Tk). A query that may attend to nothing gets a zero output
+      and zero gradients, never NaN.
+    * ``is_causal``: query i sees keys up to Tk - Tq + i (the queries are the
+      last Tq positions, as when decoding with a KV cache).
+    * ``scale``: defaults to 1/sqrt(E).
+    * ``dropout_p``: dropout on the attention weights (pass 0 in eval mode),
+      drawing from ``rng``.
+    * ``enable_gqa``: query (..., Hq, Tq, E) with key/value (..., Hkv, Tk, E),
+      Hq a multiple of Hkv; query heads h share key/value head h // (Hq // Hkv).
+    * ``return_weights``: also return the attention weights (..., Tq, Tk),
+      before dropout. Returns ``out`` (..., Tq, Ev) or ``(out, weights)``.
+    """
+    q, k, v = query, key, value
+    who = "scaled_dot_product_attention"
+    scores_shape = _attention_scores_shape(who, q, k, v, enable_gqa)
+    n_queries, n_keys = q.shape[-2], k.shape[-2]
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+
+    keep, bias = None, None  # keep: bool ndarray (True = may attend); bias: float mask added to the scores
+    if attn_mask is not None:
+        check_mask_broadcasts(who, "attn_mask", attn_mask, scores_shape)
+        if _array(attn_mask).dtype == np.bool_:
+            keep = _array(attn_mask)
+        else:
+            bias = attn_mask if isinstance(attn_mask, Tensor) else np.asarray(attn_mask, dtype=q.dtype)
+    if is_causal:
+        # Row i may see columns 0 .. i + (Tk - Tq): the queries are the last Tq positions.
+        causal = np.tril(np.ones((n_queries, n_keys), dtype=bool), k=n_keys - n_queries)  # (Tq, Tk)
+        keep = causal if keep is None else keep & causal
+
+    grouped = enable_gqa and min(q.ndim, k.ndim) >= 3 and k.shape[-3] != q.shape[-3]
+    if grouped:
+        # Split the query heads into (Hkv, group) and give k, v a size-1 group axis: broadcasting in
+        # matmul then shares each key/value head with its group without copying it.
+        n_heads, n_kv = q.shape[-3], k.shape[-3]
+        q = q.reshape(q.shape[:-3] + (n_kv, n_heads // n_kv) + q.shape[-2:])  # (..., Hkv, G, Tq, E)
+        k, v = k.unsqueeze(-3), v.unsqueeze(-3)  # (..., Hkv, 1, Tk, E)
+        keep = _group_heads(keep, len(scores_shape), n_kv, n_heads)
+        bias = _group_heads(bias, len(scores_shape), n_kv, n_heads)
+
+    fused = _fused("attention")
+    if fused is not None and bias is None and dropout_p == 0.0 and not return_weights:
+        mask = keep if keep is not None else np.ones((n_queries, n_keys), dtype=bool)
+        out = fused(q, k, v, mask, scale=scale)
+        weights = None
+    else:
+        out, weights = _attention_composite(q, k, v, keep, bias, scale, dropout_p, rng)
+    if grouped:
+        out = out.reshape(out.shape[:-4] + (n_heads,) + out.shape[-2:])  # (..., Hq, Tq, Ev)
+        if weights is not None:
+            weights = weights.reshape(weights.shape[:-4] + (n_heads,) + weights.shape[-2:])  # (..., Hq, Tq, Tk)
+    return (out, weights) if return_weights else out
+
+
+def _attention_composite(q, k, v, keep, bias, scale, dropout_p, rng):
+    """The attention formula op by op; returns the output and the weights (before dropout)."""
+    scores = (q @ k.swapaxes(-1, -2)) * scale  # (..., Tq, Tk)
+    if bias is not None:
+        scores = scores + bias
+    if keep is not None:
+        scores = scores.masked_fill(~keep, -np.inf)  # softmax gives -inf exactly 0 weight
+    weights = scores.softmax(axis=-1)  # (..., Tq, Tk); an all -inf row gives zeros, not NaN
+    attended = dropout(weights, dropout_p, True, rng) if dropout_p > 0 else weights
+    return attended @ v, weights  # (..., Tq, Ev)
+
+
+def _attention_scores_shape(who: str, q: Tensor, k: Tensor, v: Tensor, enable_gqa: bool) -> tuple:
+    """The shape of q @ k^T, after checking that q, k and v fit together."""
+    shapes = f"query {q.shape}, key {k.shape}, value {v.shape}"
+    if min(q.ndim, k.ndim, v.ndim) < 2 or any(t.dtype.kind != "f" for t in (q, k, v)):
+        raise ValueError(f"{who}: query, key and value must be float tensors with at least 2 axes; got {shapes}")
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"{who}: query and key need the same last axis, key and value the same number of "
+                         f"positions; got {shapes}")
+    if enable_gqa and min(q.ndim, k.ndim, v.ndim) >= 3:
+        n_heads, n_kv = q.shape[-3], k.shape[-3]
+        if v.shape[-3] != n_kv or n_heads % n_kv:
+            raise ValueError(f"{who}: with enable_gqa the query heads (axis -3) must be a multiple of the "
+                             f"key/value heads, and key and value must have the same heads; got {shapes}")
+        lead, heads = (q.shape[:-3], k.shape[:-3], v.shape[:-3]), (n_heads,)
+    else:
+        lead, heads = (q.shape[:-2], k.shape[:-2], v.shape[:-2]), ()
+    try:
+        batch = np.broadcast_shapes(*lead)
+    except ValueError:
+        raise ValueError(f"{who}: the leading (batch, head) axes of query, key and value do not broadcast; "
+                         f"got {shapes}") from None
+    return batch + heads + (q.shape[-2], k.shape[-2])
+
+
+def check_mask_broadcasts(who: str, name: str, mask, shape: tuple) -> None:
+    """Raise a clear error unless ``mask`` (bool or float) broadcasts to ``shape`` without growing it."""
+    arr = _array(mask)
+    if arr.dtype != np.bool_ and arr.dtype.kind != "f":
+        raise TypeError(f"{who}: {name} must be bool (True = may attend) or float (added to the scores), "
+                        f"got {arr.dtype}")
+    try:
+        fits = np.broadcast_shapes(arr.shape, shape) == tuple(shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{who}: {name} of shape {arr.shape} does not broadcast to the attention scores' "
+                         f"shape {tuple(shape)} (batch..., heads, Tq, Tk)")
+
+
+def _group_heads(mask, ndim: int, n_kv: int, n_heads: int):
+    """Reshape a mask broadcastable to (..., Hq, Tq, Tk) to (..., Hkv, G or 1, Tq, Tk) for grouped heads."""
+    if mask is None:
+        return None
+    shape = (1,) * (ndim - mask.ndim) + tuple(mask.shape)
+    if shape[-3] == 1:
+        grouped = shape[:-3] + (1, 1) + shape[-2:]
+    else:
+        grouped = shape[:-3] + (n_kv, n_heads // n_kv) + shape[-2:]
+    return mask.reshape(grouped)

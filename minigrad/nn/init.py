@@ -1,0 +1,60 @@
+"""Random initialisation: the default generator behind every layer, and a few in-place initialisers.
+
+Every layer that draws random numbers takes an optional ``rng`` (a
+``np.random.Generator``). Without one it draws from this module's default
+generator, which ``minigrad.nn.manual_seed(n)`` re-seeds, so a script that
+calls ``manual_seed`` once gets the same weights (and dropout masks) every run.
+The default generator starts seeded with 0: runs are reproducible out of the box.
+
+The initialisers follow ``torch.nn.init`` (``normal_``, ``uniform_``, ``zeros_``,
+``ones_``): they overwrite a tensor's values in place, keeping its dtype, and
+return it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..tensor import Tensor
+
+_default_rng = np.random.default_rng(0)
+
+
+def manual_seed(seed: int) -> None:
+    """Re-seed the default generator used by layers (init, dropout) that are given no ``rng``."""
+    global _default_rng
+    _default_rng = np.random.default_rng(seed)
+
+
+def default_rng() -> np.random.Generator:
+    """The generator layers use when none is passed to them."""
+    return _default_rng
+
+
+def resolve_rng(rng: np.random.Generator | None) -> np.random.Generator:
+    """``rng`` itself, or the default generator when it is None."""
+    return _default_rng if rng is None else rng
+
+
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, rng: np.random.Generator | None = None) -> Tensor:
+    """Fill ``tensor`` with draws from U(a, b)."""
+    tensor.data = resolve_rng(rng).uniform(a, b, size=tensor.shape).astype(tensor.dtype)
+    return tensor
+
+
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, rng: np.random.Generator | None = None) -> Tensor:
+    """Fill ``tensor`` with draws from N(mean, std**2)."""
+    tensor.data = (mean + std * resolve_rng(rng).standard_normal(tensor.shape)).astype(tensor.dtype)
+    return tensor
+
+
+def zeros_(tensor: Tensor) -> Tensor:
+    """Fill ``tensor`` with zeros."""
+    tensor.data = np.zeros(tensor.shape, dtype=tensor.dtype)
+    return tensor
+
+
+def ones_(tensor: Tensor) -> Tensor:
+    """Fill ``tensor`` with ones."""
+    tensor.data = np.ones(tensor.shape, dtype=tensor.dtype)
+    return tensor

@@ -1,0 +1,177 @@
+"""The basic layers: Linear, Embedding, LayerNorm, RMSNorm, Dropout and the activations as modules.
+
+Each is a thin Module around a function in ``functional.py``: it owns the
+weights, checks its input's shape (so a mistake names the layer, not a matmul
+deep inside it) and passes ``self.training`` to dropout. Initialisation follows
+PyTorch's defaults; every random draw comes from ``rng`` or the default
+generator that ``minigrad.nn.manual_seed`` seeds.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..tensor import Tensor
+from . import functional as F
+from . import init
+from .module import Module, Parameter
+
+
+def describe(layer: Module) -> str:
+    """A layer as its class and arguments, ``Linear(in_features=4, ...)``, for error messages."""
+    return f"{type(layer).__name__}({layer.extra_repr()})"
+
+
+def check_features(layer: Module, x: Tensor, expected: int, name: str = "input") -> None:
+    """Raise a ValueError naming ``layer`` unless ``x``'s last axis has ``expected`` features."""
+    if x.ndim == 0 or x.shape[-1] != expected:
+        raise ValueError(f"{describe(layer)}: the {name} has shape {x.shape}, but its last axis should have "
+                         f"{expected} features")
+
+
+class Linear(Module):
+    """y = x @ weight.T + bias, with weight (out_features, in_features) as in PyTorch."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 rng: np.random.Generator | None = None):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        # PyTorch's default: kaiming_uniform(a=sqrt(5)), which works out to U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+        bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
+        self.weight = init.uniform_(Parameter(np.empty((out_features, in_features), np.float32)), -bound, bound, rng)
+        self.bias = init.uniform_(Parameter(np.empty(out_features, np.float32)), -bound, bound, rng) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_features(self, x, self.in_features)
+        return F.linear(x, self.weight, self.bias)  # (..., in) -> (..., out)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+class Embedding(Module):
+    """A lookup table: integer ids (...) -> rows of weight (num_embeddings, embedding_dim), N(0, 1) init."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, rng: np.random.Generator | None = None):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.weight = init.normal_(Parameter(np.empty((num_embeddings, embedding_dim), np.float32)), rng=rng)
+
+    def forward(self, ids) -> Tensor:
+        ids = F.token_ids(ids, self.num_embeddings, who=describe(self))
+        return self.weight[ids]  # (..., embedding_dim)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+def _feature_count(normalized_shape) -> int:
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if len(shape) != 1:
+        raise ValueError(f"normalized_shape must be one size (the last axis), got {shape}")
+    return int(shape[0])
+
+
+class LayerNorm(Module):
+    """Normalise the last axis to zero mean and unit variance, then scale (weight) and shift (bias)."""
+
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True):
+        super().__init__()
+        self.normalized_shape = (_feature_count(normalized_shape),)
+        self.eps = eps
+        n = self.normalized_shape[0]
+        self.weight = Parameter(np.ones(n, np.float32)) if elementwise_affine else None
+        self.bias = Parameter(np.zeros(n, np.float32)) if elementwise_affine and bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_features(self, x, self.normalized_shape[0])
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, bias={self.bias is not None}"
+
+
+class RMSNorm(Module):
+    """Divide the last axis by its root mean square, then scale (weight); no centring, no bias (LLaMA)."""
+
+    def __init__(self, normalized_shape, eps: float = 1e-6, elementwise_affine: bool = True):
+        super().__init__()
+        self.normalized_shape = (_feature_count(normalized_shape),)
+        self.eps = eps
+        self.weight = Parameter(np.ones(self.normalized_shape[0], np.float32)) if elementwise_affine else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_features(self, x, self.normalized_shape[0])
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class Dropout(Module):
+    """Zero elements with probability p while training (scaling the rest by 1/(1-p)); identity in eval."""
+
+    def __init__(self, p: float = 0.5, rng: np.random.Generator | None = None):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be a probability in [0, 1], got {p}")
+        self.p, self.rng = p, rng
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(x, self.p, self.training, self.rng)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+class Identity(Module):
+    """Returns its input (a placeholder where a layer is optional)."""
+
+    def forward(self, x):
+        return x
+
+
+class ReLU(Module):
+    """max(x, 0)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.relu(x)
+
+
+class GELU(Module):
+    """x * Phi(x); ``approximate='tanh'`` for GPT-2's tanh formula."""
+
+    def __init__(self, approximate: str = "none"):
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', not {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.gelu(x, self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class SiLU(Module):
+    """x * sigmoid(x)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.silu(x)
+
+
+class Tanh(Module):
+    """Hyperbolic tangent."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.tanh(x)
+
+
+class Sigmoid(Module):
+    """1 / (1 + exp(-x))."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.sigmoid(x)

@@ -1,0 +1,344 @@
+"""Module and Parameter: how layers hold their weights, nest, and save and load them.
+
+A ``Module`` registers what is assigned to its attributes: a ``Parameter``
+becomes one of its weights, another ``Module`` one of its children. From that
+registry come ``parameters()`` (what an optimizer updates), dotted names
+(``blocks.0.attn.q_proj.weight``) for ``state_dict()`` checkpoints, ``train()``/
+``eval()`` switches and a printable tree. The design, names and signatures are
+PyTorch's ``torch.nn.Module``, trimmed to what this project uses.
+
+Calling a module runs its ``forward`` inside ``module_scope(self)``, so every op
+it records knows which modules it ran in (``minigrad.viz`` draws them as
+clusters).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
+
+import numpy as np
+
+from ..tensor import Tensor, module_scope
+
+
+class Parameter(Tensor):
+    """A learnable weight: a leaf Tensor that always requires grad and that Modules register."""
+
+    __slots__ = ()
+
+    def __init__(self, data, dtype=None):
+        super().__init__(data, requires_grad=True, dtype=dtype)
+
+    def __repr__(self) -> str:
+        return "Parameter" + super().__repr__()[len("Tensor"):]
+
+
+class StateDictError(RuntimeError):
+    """A checkpoint does not fit the module; the message lists every problem, and nothing was loaded."""
+
+
+class IncompatibleKeys(NamedTuple):
+    """What ``load_state_dict(strict=False)`` skipped: names the module has but the checkpoint lacks, and back."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
+class Module:
+    """Base class of every layer: subclasses assign Parameters/Modules in ``__init__`` and define ``forward``."""
+
+    def __init__(self):
+        # Set through object.__setattr__: our own __setattr__ needs these two dicts to exist.
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "training", True)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+    def __call__(self, *args, **kwargs):
+        with module_scope(self):
+            return self.forward(*args, **kwargs)
+
+    # --- registration by attribute assignment ---------------------------------------------
+
+    def __setattr__(self, name: str, value) -> None:
+        registry = self.__dict__.get("_parameters")
+        if registry is None:
+            if isinstance(value, Parameter | Module):
+                raise RuntimeError(f"{type(self).__name__}: cannot register '{name}' before Module.__init__() "
+                                   f"has run; call super().__init__() first in {type(self).__name__}.__init__")
+            object.__setattr__(self, name, value)
+            return
+        params, modules = self._parameters, self._modules
+        if isinstance(value, Parameter):
+            modules.pop(name, None)
+            params[name] = value  # an existing name keeps its place in the order
+        elif isinstance(value, Module):
+            params.pop(name, None)
+            modules[name] = value
+        else:
+            if name in params and isinstance(value, Tensor):
+                raise TypeError(f"{type(self).__name__}: cannot assign a plain Tensor to parameter '{name}'; "
+                                f"wrap it as nn.Parameter(...) (or assign None to remove the parameter)")
+            params.pop(name, None)
+            modules.pop(name, None)
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        self._parameters.pop(name, None)
+        self._modules.pop(name, None)
+        object.__delattr__(self, name)
+
+    # --- walking the tree -----------------------------------------------------------------
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        """(name, module) for each direct submodule."""
+        yield from self._modules.items()
+
+    def children(self) -> Iterator[Module]:
+        """The direct submodules."""
+        for _, module in self.named_children():
+            yield module
+
+    def named_modules(self, prefix: str = "", remove_duplicate: bool = True,
+                      _seen=None) -> Iterator[tuple[str, Module]]:
+        """(dotted name, module) for this module ('' name) and every module below it, depth first."""
+        seen = set() if _seen is None else _seen
+        if remove_duplicate:
+            if id(self) in seen:
+                return
+            seen.add(id(self))
+        yield prefix, self
+        for name, child in self._modules.items():
+            yield from child.named_modules(f"{prefix}.{name}" if prefix else name, remove_duplicate, seen)
+
+    def modules(self) -> Iterator[Module]:
+        """This module and every module below it (a shared module once)."""
+        for _, module in self.named_modules():
+            yield module
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+        """(dotted name, parameter) pairs, e.g. ``blocks.0.attn.q_proj.weight``; a tied weight appears once."""
+        owners = self.named_modules(prefix, remove_duplicate) if recurse else [(prefix, self)]
+        seen = set()
+        for owner_name, owner in owners:
+            for name, param in owner._parameters.items():
+                if remove_duplicate:
+                    if id(param) in seen:
+                        continue
+                    seen.add(id(param))
+                yield (f"{owner_name}.{name}" if owner_name else name), param
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        """Every learnable weight (each shared weight once): what an optimizer is given."""
+        for _, param in self.named_parameters(recurse=recurse):
+            yield param
+
+    def num_parameters(self) -> int:
+        """How many scalar weights the module has (a tied weight counted once)."""
+        return int(sum(p.size for p in self.parameters()))
+
+    def apply(self, fn: Callable[[Module], None]) -> Module:
+        """Call ``fn(module)`` on every submodule (children first) and on this one, e.g. for custom init."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    # --- modes, gradients, dtype ----------------------------------------------------------
+
+    def train(self, mode: bool = True) -> Module:
+        """Set training mode (dropout active) on this module and all below it."""
+        for module in self.modules():
+            module.training = bool(mode)
+        return self
+
+    def eval(self) -> Module:
+        """Set evaluation mode (dropout off): same as ``train(False)``."""
+        return self.train(False)
+
+    def zero_grad(self) -> None:
+        """Forget every parameter's gradient (``.grad = None``, as PyTorch does by default)."""
+        for param in self.parameters():
+            param.grad = None
+
+    def to(self, dtype) -> Module:
+        """Convert every parameter (and its gradient) to the floating dtype ``dtype``, in place."""
+        dtype = np.dtype(dtype)
+        if dtype.kind != "f":
+            raise TypeError(f"{type(self).__name__}.to: parameters must be floating point, not {dtype}")
+        for param in self.parameters():
+            if param.dtype != dtype:
+                param.data = param.data.astype(dtype)
+                if param.grad is not None:
+                    param.grad = Tensor._wrap(param.grad.data.astype(dtype))
+        return self
+
+    def double(self) -> Module:
+        """Parameters to float64 (for gradient checks)."""
+        return self.to(np.float64)
+
+    def float(self) -> Module:
+        """Parameters to float32 (for training)."""
+        return self.to(np.float32)
+
+    # --- checkpoints ----------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """A copy of every parameter's values by dotted name (a tied weight under each of its names)."""
+        return {name: param.data.copy() for name, param in self.named_parameters(remove_duplicate=False)}
+
+    def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
+        """Copy values from a ``state_dict`` (arrays or Tensors) into the parameters.
+
+        Everything is checked before anything is written: a missing or unexpected
+        name (when ``strict``) or a shape or dtype that does not match raises one
+        ``StateDictError`` listing every problem, and the module is left untouched.
+        """
+        own = dict(self.named_parameters(remove_duplicate=False))
+        arrays = {name: np.asarray(v.data if isinstance(v, Tensor) else v) for name, v in state_dict.items()}
+        missing = [name for name in own if name not in arrays]
+        unexpected = [name for name in arrays if name not in own]
+        problems = []
+        if strict:
+            problems += [f"missing: {n} (the module has {own[n].shape} {own[n].dtype})" for n in missing]
+            problems += [f"unexpected: {n} ({arrays[n].shape} {arrays[n].dtype})" for n in unexpected]
+        for name, param in own.items():
+            if name in arrays and (arrays[name].shape != param.shape or arrays[name].dtype != param.dtype):
+                problems.append(f"mismatch: {name}: checkpoint has {arrays[name].shape} {arrays[name].dtype}, "
+                                f"the module has {param.shape} {param.dtype}")
+        if problems:
+            raise StateDictError(f"load_state_dict for {type(self).__name__}: {len(problems)} problem(s), "
+                                 f"nothing was loaded:\n  " + "\n  ".join(problems))
+        for name, param in own.items():
+            if name in arrays:
+                param.data = arrays[name].copy()
+        return IncompatibleKeys(missing, unexpected)
+
+    # --- printing -------------------------------------------------------------------------
+
+    def extra_repr(self) -> str:
+        """The arguments shown inside this module's parentheses in ``repr`` (subclasses override)."""
+        return ""
+
+    def __repr__(self) -> str:
+        count = self.num_parameters()
+        note = f"  # {count:,} parameters" if count else ""
+        extra = self.extra_repr()
+        if not self._modules:
+            return f"{type(self).__name__}({extra}){note}"
+        lines = [f"  {extra}"] if extra else []
+        lines += [f"  ({name}): " + repr(child).replace("\n", "\n  ") for name, child in self._modules.items()]
+        return f"{type(self).__name__}({note}\n" + "\n".join(lines) + "\n)"
+
+
+# --------------------------------------------------------------------------------------
+# Containers
+# --------------------------------------------------------------------------------------
+
+
+class Sequential(Module):
+    """Modules applied one after another: ``Sequential(Linear(4, 8), ReLU(), Linear(8, 2))``."""
+
+    def __init__(self, *modules):
+        super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], dict):
+            for name, module in modules[0].items():
+                setattr(self, name, module)
+        else:
+            for i, module in enumerate(modules):
+                setattr(self, str(i), module)
+
+    def forward(self, x):
+        for module in self._modules.values():
+            x = module(x)
+        return x
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return Sequential(OrderedDict(list(self._modules.items())[index]))
+        return list(self._modules.values())[index]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def append(self, module: Module) -> Sequential:
+        setattr(self, str(len(self)), module)
+        return self
+
+
+class ModuleList(Module):
+    """A list of submodules, registered under the names '0', '1', ... (a stack of blocks, say)."""
+
+    def __init__(self, modules: Iterable[Module] | None = None):
+        super().__init__()
+        for module in modules or ():
+            self.append(module)
+
+    def append(self, module: Module) -> ModuleList:
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleList: can only hold Modules, not {type(module).__name__}")
+        setattr(self, str(len(self)), module)
+        return self
+
+    def extend(self, modules: Iterable[Module]) -> ModuleList:
+        for module in modules:
+            self.append(module)
+        return self
+
+    def __getitem__(self, index):
+        items = list(self._modules.values())
+        return ModuleList(items[index]) if isinstance(index, slice) else items[index]
+
+    def __setitem__(self, index: int, module: Module) -> None:
+        setattr(self, list(self._modules)[index], module)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+
+class ModuleDict(Module):
+    """A dict of submodules, registered under their keys."""
+
+    def __init__(self, modules: dict[str, Module] | None = None):
+        super().__init__()
+        for name, module in (modules or {}).items():
+            self[name] = module
+
+    def __getitem__(self, name: str) -> Module:
+        return self._modules[name]
+
+    def __setitem__(self, name: str, module: Module) -> None:
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleDict: can only hold Modules, not {type(module).__name__}")
+        if "." in name or (hasattr(type(self), name) and name not in self._modules):
+            raise KeyError(f"ModuleDict: {name!r} cannot be a key (it has a dot, or is the name of a method)")
+        setattr(self, name, module)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._modules
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()
