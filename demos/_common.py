@@ -15,11 +15,12 @@ import numpy as np
 import minigrad as mg
 
 
-def parse_args(argv, demo: str, description: str) -> argparse.Namespace:
-    """``--out DIR`` (default ``out/<demo>``, which git ignores) for the pictures a demo draws."""
+def parse_args(argv, demo: str, description: str, pictures: bool = True) -> argparse.Namespace:
+    """The demo's command line: ``--help``, and ``--out DIR`` (default ``out/<demo>``, git-ignored) for pictures."""
     parser = argparse.ArgumentParser(prog=f"python -m demos.{demo}", description=description)
-    parser.add_argument("--out", type=Path, default=Path("out") / demo,
-                        help="folder for the pictures (default: %(default)s)")
+    if pictures:
+        parser.add_argument("--out", type=Path, default=Path("out") / demo,
+                            help="folder for the pictures (default: %(default)s)")
     return parser.parse_args(argv)
 
 

@@ -33,8 +33,9 @@ from types import SimpleNamespace
 import numpy as np
 
 import minigrad as mg
-from demos._common import backprop_vs_finite_differences
+from demos._common import backprop_vs_finite_differences, parse_args
 from demos.rnn_vanishing_gradient import notebook_rnn
+from minigrad import nn
 
 TOKENS = ["the", "patient", "has", "chest", "pain", "arm"]
 SENTENCE = ["the", "patient", "has", "chest", "pain", "radiating", "to", "the", "arm"]
@@ -87,6 +88,27 @@ def transformer_block(x, heads, W_O, W1, b1, W2, b2, mask=None) -> mg.Tensor:
     x = layer_norm(x + multihead(x, heads, W_O, mask))  # attention + Add & Norm
     ffn = (x @ W1 + b1).relu() @ W2 + b2  # feed-forward, token by token
     return layer_norm(x + ffn)  # FFN + Add & Norm
+
+
+def nn_block_with(heads, W_O, W1, b1, W2, b2) -> nn.TransformerBlock:
+    """The project's ``nn.TransformerBlock`` set up as the notebook's block and holding its weights.
+
+    Post-norm (``norm_first=False``), a ReLU MLP, causal. nn's Linear stores
+    weight as (out, in) and computes x @ weight.T, hence the transposes; the
+    heads' W_Q side by side make q_proj, because nn splits q into heads by
+    consecutive columns. Its attention biases are 0 and its norms' gain 1 and
+    shift 0, which the notebook's block does not have at all.
+    """
+    block = nn.TransformerBlock(8, len(heads), 32, norm_first=False, mlp="relu", causal=True).double()
+    state = {name: np.zeros_like(value) for name, value in block.state_dict().items()}
+    state["attn_norm.weight"] = state["mlp_norm.weight"] = np.ones(8)
+    for i, name in enumerate(["q_proj", "k_proj", "v_proj"]):
+        state[f"attn.{name}.weight"] = np.concatenate([head[i].numpy() for head in heads], axis=1).T
+    state["attn.out_proj.weight"] = W_O.numpy().T
+    state["mlp.up_proj.weight"], state["mlp.up_proj.bias"] = W1.numpy().T, b1.numpy()
+    state["mlp.down_proj.weight"], state["mlp.down_proj.bias"] = W2.numpy().T, b2.numpy()
+    block.load_state_dict(state)
+    return block
 
 
 # --------------------------------------------------------------------------------------
@@ -177,6 +199,12 @@ def notebook(rng: np.random.Generator | None = None) -> SimpleNamespace:
     nb.x_in = X + nb.PE8
     nb.y = transformer_block(nb.x_in, nb.heads, nb.W_O, nb.W1, nb.b1, nb.W2, nb.b2, mask=causal)
     nb.n_block = nb.n_params + nb.W1.size + nb.b1.size + nb.W2.size + nb.b2.size
+
+    # The library's block, given the same weights, computes the same function.
+    block = nn_block_with(nb.heads, nb.W_O, nb.W1, nb.b1, nb.W2, nb.b2)
+    nb.nn_block_difference = (block(nb.x_in.unsqueeze(0))[0] - nb.y).abs().max().item()
+    # ...and the library's sinusoidal table is the notebook's.
+    nb.nn_pe_difference = np.abs(nn.sinusoidal_encoding(100, 16, dtype=np.float64).numpy() - nb.PE).max()
     return nb
 
 
@@ -231,9 +259,13 @@ def softmax_gradient_norms(dims=(4, 16, 64, 256, 1024), n_queries=200, n_keys=10
 
 
 def main(argv=None) -> SimpleNamespace:
-    np.set_printoptions(precision=3, suppress=True)
-    nb = notebook()
+    parse_args(argv, "attention_from_scratch", __doc__.splitlines()[0], pictures=False)
+    with np.printoptions(precision=3, suppress=True):  # the notebook's print options
+        return report(notebook())
 
+
+def report(nb: SimpleNamespace) -> SimpleNamespace:
+    """Print the notebook's lines, then the gradient checks; return everything computed."""
     print("Step 3: scaled dot-product attention")
     for tok, s, w in zip(TOKENS, nb.toy_scores, nb.toy_weights):
         print(f"pain -> {tok:<8} score {s:5.2f}   weight {w:.3f}")
@@ -257,12 +289,15 @@ def main(argv=None) -> SimpleNamespace:
     print(f"Shuffling the tokens only shuffles the outputs: {nb.shuffle_only_permutes}")
     print(f"Largest difference between PE(pos + 3) and R_3 PE(pos), over all positions: {nb.rotation_error:.1e}")
     print(f"With positional encoding, shuffling only shuffles the outputs: {nb.pe_shuffle_only_permutes}")
+    print(f"(minigrad.nn.sinusoidal_encoding gives the same table: max difference {nb.nn_pe_difference:.1e})")
 
     print("\nStep 8: a complete Transformer block")
     print(f"Input {nb.x_in.shape} -> output {nb.y.shape}")
     print(f"Mean of each output token: {nb.y.numpy().mean(axis=1).round(3)}")
     print(f"Variance of each output token: {nb.y.numpy().var(axis=1).round(3)}")
     print(f"Parameters of this small block: {nb.n_block}")
+    print(f"(minigrad.nn.TransformerBlock(norm_first=False, mlp='relu'), holding these weights, computes the same "
+          f"block: max difference {nb.nn_block_difference:.1e})")
 
     print("\nBeyond the notebook: gradients by backprop vs central finite differences (max |difference|)")
     attn_errors = attention_gradient_errors(nb)

@@ -6,14 +6,15 @@ Retells step 2 of the NumPy notebook "Attention and the Transformer, from
 scratch" (``000_480be21528dd973b.txt`` in the project's seeds): an RNN,
 h_t = tanh(W h_{t-1} + U x_t), with d_hidden = 16 and 60 random tokens, the same
 seed and the same draws in the same order. The notebook multiplies the per-step
-derivatives by hand; here the RNN runs on minigrad Tensors and d h_T / d h_0 is
-what backprop says (``mg.jacobian``). The table is the notebook's, to the digit.
+derivatives by hand; here the recurrence is ``minigrad.nn.RNNCell`` holding the
+notebook's W and U, and d h_T / d h_0 is what backprop says (``mg.jacobian``,
+one backward pass per row). The table is the notebook's, to the digit.
 
 Then one step further:
 
 1. the backprop Jacobian agrees with central finite differences (error printed);
-2. an LSTM of the same size, whose cell state is an additive path through time,
-   loses the first token's influence far more slowly;
+2. an LSTM of the same size (``nn.LSTMCell``), whose cell state is an additive
+   path through time, loses the first state's influence far more slowly;
 3. the whole curve ||d h_60 / d h_t|| for every t, recorded with tensor hooks
    during backward (one ``register_hook`` per hidden state), drawn to
    ``gradient_through_time.png`` in ``--out``.
@@ -25,6 +26,7 @@ import numpy as np
 
 import minigrad as mg
 from demos._common import central_difference_jacobian, parse_args, pyplot, save_figure
+from minigrad import nn
 
 D_HIDDEN, N_TOKENS = 16, 60
 LENGTHS = (1, 5, 10, 20, 40, 60)
@@ -38,81 +40,59 @@ def notebook_rnn(rng: np.random.Generator):
     return W, U, inputs
 
 
-class RNN:
-    """h_t = tanh(W h_{t-1} + U x_t): the notebook's recurrence on Tensors (float64, like its arrays)."""
-
-    def __init__(self, W: np.ndarray, U: np.ndarray):
-        self.W, self.U = mg.tensor(W), mg.tensor(U)
-
-    def step(self, h: mg.Tensor, x: mg.Tensor) -> mg.Tensor:
-        return (self.W @ h + self.U @ x).tanh()
-
-    def initial_state(self, h0: mg.Tensor):
-        return h0
-
-    @staticmethod
-    def hidden(state) -> mg.Tensor:
-        return state
+def notebook_cell(W: np.ndarray, U: np.ndarray) -> nn.RNNCell:
+    """nn.RNNCell computes h' = tanh(x U^T + h W^T): the notebook's recurrence, given its W and U (float64)."""
+    cell = nn.RNNCell(D_HIDDEN, D_HIDDEN, bias=False).double()
+    cell.load_state_dict({"weight_hh": W, "weight_ih": U})
+    return cell
 
 
-class LSTM:
-    """An LSTM cell of the same size: gates decide what the cell state c keeps, forgets and shows.
+def lstm_cell(rng: np.random.Generator, forget_bias: float = 1.0) -> nn.LSTMCell:
+    """nn.LSTMCell of the same size. Its cell state is an additive path through time:
 
-        i, f, o = sigmoid(...), g = tanh(...)      (from W_h h_{t-1} + W_x x_t + b)
-        c_t = f * c_{t-1} + i * g                  the additive path: d c_t / d c_{t-1} = f, no tanh' factor
+        c_t = f * c_{t-1} + i * g        so  d c_t / d c_{t-1} = f, with no tanh' factor shrinking it
         h_t = o * tanh(c_t)
 
-    The forget gate's bias starts at 1, the usual initialisation: f starts mostly open (sigmoid(1) = 0.73).
+    The forget gate's bias is raised by 1, the usual initialisation, so the gate starts mostly open.
     """
-
-    def __init__(self, rng: np.random.Generator, d: int = D_HIDDEN, forget_bias: float = 1.0):
-        self.d = d
-        self.W_h = mg.tensor(rng.normal(0, 1 / np.sqrt(d), (4 * d, d)))  # (4d, d): rows i, f, g, o
-        self.W_x = mg.tensor(rng.normal(0, 1 / np.sqrt(d), (4 * d, d)))
-        b = np.zeros(4 * d)
-        b[d:2 * d] = forget_bias
-        self.b = mg.tensor(b)
-
-    def initial_state(self, h0: mg.Tensor):
-        return h0, mg.zeros(self.d, dtype=h0.dtype)
-
-    def step(self, state, x: mg.Tensor):
-        h, c = state
-        z = self.W_h @ h + self.W_x @ x + self.b  # (4d,)
-        d = self.d
-        i, f, g, o = z[:d].sigmoid(), z[d:2 * d].sigmoid(), z[2 * d:3 * d].tanh(), z[3 * d:].sigmoid()
-        c = f * c + i * g
-        return o * c.tanh(), c
-
-    @staticmethod
-    def hidden(state) -> mg.Tensor:
-        return state[0]
+    cell = nn.LSTMCell(D_HIDDEN, D_HIDDEN, rng=rng).double()
+    cell.bias_ih.data[D_HIDDEN:2 * D_HIDDEN] += forget_bias  # gates are stacked i, f, g, o
+    return cell
 
 
-def final_hidden(cell, h0: mg.Tensor, inputs: np.ndarray) -> mg.Tensor:
-    """Run ``cell`` over ``inputs`` from hidden state ``h0``; return h_T."""
-    state = cell.initial_state(h0)
-    for x in inputs:
-        state = cell.step(state, mg.tensor(x))
-    return cell.hidden(state)
+def run(cell, h0: mg.Tensor, inputs: np.ndarray, on_step=None) -> mg.Tensor:
+    """Feed ``inputs`` one token at a time from hidden state h0 (1, 16); return h_T.
+
+    ``on_step(t, h_t)`` is called with each new hidden state (the hooks use it).
+    """
+    is_lstm = isinstance(cell, nn.LSTMCell)
+    state = (h0, mg.zeros_like(h0)) if is_lstm else h0  # an LSTM also carries its cell state c
+    for t, x in enumerate(inputs, start=1):
+        state = cell(mg.tensor(x[None]), state)  # x_t as a batch of one: (1, 16)
+        if on_step is not None:
+            on_step(t, state[0] if is_lstm else state)
+    return state[0] if is_lstm else state
 
 
 def influence(cell, inputs: np.ndarray, lengths=LENGTHS) -> dict[int, float]:
     """||d h_T / d h_0|| (Frobenius, as np.linalg.norm) for each T, by reverse mode."""
     sizes = {}
     for T in lengths:
-        h0 = mg.zeros(D_HIDDEN, dtype=np.float64, requires_grad=True)
-        J = mg.jacobian(lambda h, T=T: final_hidden(cell, h, inputs[:T]), h0)  # (16, 16): one backward per row
+        h0 = mg.zeros(1, D_HIDDEN, dtype=np.float64, requires_grad=True)
+        J = mg.jacobian(lambda h, T=T: run(cell, h, inputs[:T]), h0)  # (1, 16, 1, 16): a backward per row
         sizes[T] = float(np.linalg.norm(J.data))
     return sizes
 
 
 def jacobian_error(cell, inputs: np.ndarray, T: int = 5) -> float:
     """Largest |backprop Jacobian - central differences| of h_T with respect to h_0."""
-    h0 = mg.tensor(np.random.default_rng(2).normal(0, 0.5, D_HIDDEN), requires_grad=True)  # not just 0
-    run = lambda h: final_hidden(cell, h, inputs[:T])  # noqa: E731
-    backprop = mg.jacobian(run, h0).data
-    return float(np.abs(backprop - central_difference_jacobian(run, h0)).max())
+    h0 = mg.tensor(np.random.default_rng(2).normal(0, 0.5, (1, D_HIDDEN)), requires_grad=True)  # not just 0
+
+    def h_T(h):
+        return run(cell, h, inputs[:T])
+
+    backprop = mg.jacobian(h_T, h0).numpy()
+    return float(np.abs(backprop - central_difference_jacobian(h_T, h0)).max())
 
 
 def gradient_through_time(cell, inputs: np.ndarray) -> np.ndarray:
@@ -129,15 +109,11 @@ def gradient_through_time(cell, inputs: np.ndarray) -> np.ndarray:
             squared[t] += float((grad.data ** 2).sum())  # returns None: the gradient is left as it is
         return hook
 
-    h0 = mg.zeros(D_HIDDEN, dtype=np.float64, requires_grad=True)
+    h0 = mg.zeros(1, D_HIDDEN, dtype=np.float64, requires_grad=True)
     h0.register_hook(record(0))
-    state = cell.initial_state(h0)
-    for t, x in enumerate(inputs, start=1):
-        state = cell.step(state, mg.tensor(x))
-        cell.hidden(state).register_hook(record(t))
-    h_T = cell.hidden(state)
+    h_T = run(cell, h0, inputs, on_step=lambda t, h: h.register_hook(record(t)))
     for k in range(D_HIDDEN):
-        mg.grad(h_T, h0, grad_outputs=np.eye(D_HIDDEN)[k], retain_graph=True)
+        mg.grad(h_T, h0, grad_outputs=np.eye(D_HIDDEN)[k:k + 1], retain_graph=True)
     return np.sqrt(squared)
 
 
@@ -161,10 +137,9 @@ def plot(rnn_curve: np.ndarray, lstm_curve: np.ndarray, out_dir) -> None:
 
 def main(argv=None) -> dict:
     args = parse_args(argv, "rnn_vanishing_gradient", __doc__.splitlines()[0])
-    np.set_printoptions(precision=3, suppress=True)
     rng = np.random.default_rng(0)
     W, U, inputs = notebook_rnn(rng)
-    rnn = RNN(W, U)
+    rnn = notebook_cell(W, U)
 
     print("Step 2: the wall of recurrent networks (d h_T / d h_0 by backprop, mg.jacobian)")
     rnn_sizes = influence(rnn, inputs)
@@ -176,7 +151,7 @@ def main(argv=None) -> dict:
         print(f"Backprop Jacobian vs central finite differences, T = {T}: max |difference| {err:.1e}")
 
     print("\nThe same measurement for an LSTM with 16 hidden units (its own weights, the same tokens):")
-    lstm = LSTM(np.random.default_rng(1))
+    lstm = lstm_cell(np.random.default_rng(1))
     lstm_sizes = influence(lstm, inputs)
     for T in LENGTHS:
         print(f"After {T:>2} tokens, size of d h_T / d h_0: RNN {rnn_sizes[T]:.2e}   LSTM {lstm_sizes[T]:.2e}")

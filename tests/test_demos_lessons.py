@@ -77,24 +77,29 @@ def test_rnn_hook_curve_agrees_with_the_jacobian(rnn_run):
 
 def test_rnn_hooks_match_jacobian_at_every_step():
     import minigrad as mg
-    from demos.rnn_vanishing_gradient import RNN, gradient_through_time, notebook_rnn
+    from demos.rnn_vanishing_gradient import gradient_through_time, notebook_cell, notebook_rnn, run
 
     W, U, inputs = notebook_rnn(np.random.default_rng(0))
-    rnn, tokens = RNN(W, U), inputs[:6]
-    curve = gradient_through_time(rnn, tokens)
+    cell, tokens = notebook_cell(W, U), inputs[:6]
+    curve = gradient_through_time(cell, tokens)
     for t in range(len(tokens)):
-        # d h_6 / d h_t by mg.jacobian on the tail of the sequence, from the same h_t.
-        h = mg.zeros(16, dtype=np.float64)
-        for x in tokens[:t]:
-            h = rnn.step(h, mg.tensor(x))
-        start = mg.tensor(h.numpy(), requires_grad=True)
+        # d h_6 / d h_t by mg.jacobian on the rest of the sequence, started from the same h_t.
+        h_t = run(cell, mg.zeros(1, 16, dtype=np.float64), tokens[:t])
+        start = mg.tensor(h_t.numpy(), requires_grad=True)
+        J = mg.jacobian(lambda h, t=t: run(cell, h, tokens[t:]), start)
+        assert np.isclose(curve[t], np.linalg.norm(J.numpy()), rtol=1e-10)
 
-        def tail(h0, t=t):
-            for x in tokens[t:]:
-                h0 = rnn.step(h0, mg.tensor(x))
-            return h0
 
-        assert np.isclose(curve[t], np.linalg.norm(mg.jacobian(tail, start).numpy()), rtol=1e-10)
+def test_rnn_cell_is_the_notebooks_recurrence():
+    import minigrad as mg
+    from demos.rnn_vanishing_gradient import notebook_cell, notebook_rnn, run
+
+    W, U, inputs = notebook_rnn(np.random.default_rng(0))
+    h = np.zeros(16)
+    for x in inputs[:10]:
+        h = np.tanh(W @ h + U @ x)  # the notebook's line
+    h_minigrad = run(notebook_cell(W, U), mg.zeros(1, 16, dtype=np.float64), inputs[:10])
+    assert np.allclose(h_minigrad.numpy()[0], h, rtol=0, atol=1e-14)
 
 
 @pytest.mark.skipif(not HAS_MATPLOTLIB, reason="matplotlib is not installed")
@@ -217,3 +222,99 @@ def test_plots_are_skipped_without_matplotlib(tmp_path, monkeypatch):
     run = run_demo(attention_maps, ["--out", str(tmp_path)])
     assert run.result == [] and "plots skipped" in run.text
     assert not list(tmp_path.iterdir())
+
+
+# --------------------------------------------------------------------------------------
+# The transformer lesson
+# --------------------------------------------------------------------------------------
+
+LESSON_PRINTED = """
+causal attention weights (rows = query position):
+[[1.   0.   0.   0.   0.  ]
+ [0.19 0.81 0.   0.   0.  ]
+ [0.22 0.04 0.74 0.   0.  ]
+ [0.2  0.49 0.13 0.19 0.  ]
+ [0.08 0.02 0.65 0.23 0.01]]
+rows sum to [1. 1. 1. 1. 1.]
+output shape: (5, 8)
+max change in outputs 0-3: 0.0   output 4: 6.83
+ d_k   score std (raw)  max weight raw   max weight scaled
+   16          3.9           0.571            0.103
+   64          8.0           0.776            0.105
+  256         16.1           0.877            0.106
+ 1024         32.2           0.949            0.109
+sinusoidal: PE(p) . PE(p + 3) for p = 0, 10, 50: [5.5431, 5.5431, 5.5431]
+RoPE: query at    5, key at    2 (offset 3): score = 2.7754
+RoPE: query at  105, key at  102 (offset 3): score = 2.7754
+RoPE: query at 1005, key at 1002 (offset 3): score = 2.7754
+RoPE: query at    5, key at    4 (offset 1): score = 2.5418
+norm preserved: 3.674 = 3.674
+GPT-2 small: 0.12 B parameters (0.08 B in layers, 0.04 B embeddings)
+   forward FLOPs per token ~ 0.2 GFLOP; KV cache 36 KiB per token, 0.04 GiB for 1024 tokens
+7B decoder (multi-head): 6.74 B parameters (6.48 B in layers, 0.26 B embeddings)
+   forward FLOPs per token ~ 13.0 GFLOP; KV cache 512 KiB per token, 2.00 GiB for 4096 tokens
+8B decoder (grouped-query, 8 KV heads): 8.03 B parameters (6.98 B in layers, 1.05 B embeddings)
+   forward FLOPs per token ~ 14.0 GFLOP; KV cache 128 KiB per token, 1.00 GiB for 8192 tokens
+"""
+
+
+@pytest.fixture(scope="module")
+def lesson_run():
+    from demos import transformer_lesson
+
+    return run_demo(transformer_lesson, [])
+
+
+def test_lesson_prints_the_lessons_numbers(lesson_run):
+    assert_printed(lesson_run.lines, LESSON_PRINTED)
+    # The weight matrix is printed as one block, in order.
+    assert "\n".join(LESSON_PRINTED.strip("\n").splitlines()[:6]) in lesson_run.text
+
+
+def test_lesson_causal_mask_holds_for_gradients(lesson_run):
+    r = lesson_run.result
+    assert r["change"][:4].max() == 0.0  # exactly, not approximately
+    assert np.all(r["causal_grad"][4] == 0.0)
+    assert np.abs(r["causal_grad"][:4]).max() > 0.1
+    assert "Backprop: gradient of outputs 0-3 with respect to token 4: 0.0" in lesson_run.text
+
+
+def test_lesson_gradients_match_finite_differences(lesson_run):
+    r = lesson_run.result
+    for errors in (r["attention_errors"], r["rope_errors"], r["block_errors"]):
+        assert len(errors) >= 2 and max(errors) < 1e-7
+
+
+def test_lesson_block_parameters_agree_with_costs(lesson_run):
+    r = lesson_run.result
+    assert r["block_matrices"] == 12 * 16 * 16 == r["costs_lesson"]
+    assert r["block_params"] == r["costs_exact"]
+
+
+def test_rope_module_is_the_lessons_rotation():
+    """nn.RotaryEmbedding, features reordered to its half-split layout, rotates exactly as the lesson's rope."""
+    import minigrad as mg
+    from demos.transformer_lesson import TO_HALF_SPLIT, D, rotate
+
+    freqs = 1.0 / 10000 ** (np.arange(0, D, 2) / D)
+
+    def lesson_rope(x, pos):  # the lesson's function
+        x1, x2 = x[0::2], x[1::2]
+        c, s = np.cos(pos * freqs), np.sin(pos * freqs)
+        out = np.empty_like(x)
+        out[0::2] = x1 * c - x2 * s
+        out[1::2] = x1 * s + x2 * c
+        return out
+
+    x = np.random.default_rng(7).normal(size=D)
+    for pos in (0, 3, 77, 1005):
+        assert np.allclose(rotate(mg.tensor(x), pos).numpy(), lesson_rope(x, pos)[TO_HALF_SPLIT], atol=1e-12)
+
+
+def test_lesson_scores_depend_only_on_the_offset():
+    from demos.transformer_lesson import rope_score, rope_vectors
+
+    q, k = rope_vectors()
+    offset_3 = [rope_score(q, k, m, m - 3).item() for m in (3, 40, 500, 7777)]
+    assert np.allclose(offset_3, offset_3[0], rtol=0, atol=1e-10)
+    assert not np.isclose(rope_score(q, k, 5, 4).item(), offset_3[0])
