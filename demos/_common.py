@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -96,17 +95,15 @@ def pyplot():
 
 def save_figure(fig, path: Path) -> Path:
     """Write ``fig`` to ``path`` atomically (a temporary file, then a rename), and close it."""
+    import matplotlib.pyplot as plt
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=path.suffix)
-    os.close(fd)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # same folder, so the rename is atomic
     try:
-        fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", dpi=110, bbox_inches="tight")
         os.replace(tmp, path)
     finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        import matplotlib.pyplot as plt
-
+        tmp.unlink(missing_ok=True)
         plt.close(fig)
     return path
