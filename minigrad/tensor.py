@@ -13,6 +13,7 @@ file, so adding an op to the table adds its method too.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import threading
 import traceback
@@ -41,18 +42,29 @@ class _State(threading.local):
 _state = _State()
 
 
-class set_grad_enabled(contextlib.ContextDecorator):
+class set_grad_enabled:
     """Turn graph recording on or off inside a ``with`` block or a decorated function."""
 
     def __init__(self, mode: bool):
         self.mode = bool(mode)
+        self._prev: list[bool] = []  # a stack, so one object can be entered again while active
 
     def __enter__(self):
-        self.prev = _state.grad_enabled
+        self._prev.append(_state.grad_enabled)
         _state.grad_enabled = self.mode
 
     def __exit__(self, *exc):
-        _state.grad_enabled = self.prev
+        _state.grad_enabled = self._prev.pop()
+
+    def __call__(self, fn):
+        # A fresh context per call: one shared object would mix up the saved modes of
+        # a decorated function that recurses or runs in two threads at once.
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with set_grad_enabled(self.mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
 
 
 class no_grad(set_grad_enabled):
@@ -172,6 +184,18 @@ class Tensor:
     def __len__(self) -> int:
         return len(self.data)
 
+    def __iter__(self):
+        # Without this, Python iterates through __getitem__ until an IndexError, but
+        # getitem raises OpError there, so `for row in t` and `a, b = t` would crash.
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(len(self)))
+
+    def __bool__(self) -> bool:
+        # Without this, Python falls back to __len__: `if Tensor([0.0]):` would be True.
+        # NumPy's rule instead: one element is its truth value; more is an error.
+        return bool(self.data)
+
     def item(self) -> float:
         return self.data.item()
 
@@ -250,6 +274,7 @@ class Tensor:
     permute = transpose
 
     def swapaxes(self, axis1: int, axis2: int) -> Tensor:
+        axis1, axis2 = _check_axis("swapaxes", self, axis1), _check_axis("swapaxes", self, axis2)
         axes = list(range(self.ndim))
         axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
         return _ops.transpose(self, axes=tuple(axes))
@@ -263,16 +288,19 @@ class Tensor:
     expand = broadcast_to
 
     def unsqueeze(self, axis: int) -> Tensor:
+        # Still wraps an out-of-range axis silently (unsqueeze(7) on a matrix): matmul's VJP in
+        # ops.py relies on that for 1-D @ 1-D (g.unsqueeze(-2) on a 0-d g). See tests/test_tensor.py.
         axis = axis % (self.ndim + 1)
         return self.reshape(self.shape[:axis] + (1,) + self.shape[axis:])
 
     def squeeze(self, axis=None) -> Tensor:
         if axis is None:
             return self.reshape(tuple(n for n in self.shape if n != 1))
-        axes = {a % self.ndim for a in ((axis,) if isinstance(axis, int) else axis)}
+        axes = {_check_axis("squeeze", self, a) for a in ((axis,) if isinstance(axis, int) else axis)}
         bad = [a for a in axes if self.shape[a] != 1]
         if bad:
-            raise OpError(f"squeeze: axis {bad[0]} has size {self.shape[bad[0]]}, not 1 (shape {self.shape})")
+            raise OpError(f"squeeze: axis {bad[0]} has size {self.shape[bad[0]]}, not 1 "
+                          f"(input {self.shape} {self.dtype})")
         return self.reshape(tuple(n for i, n in enumerate(self.shape) if i not in axes))
 
     def flatten(self) -> Tensor:
@@ -345,6 +373,17 @@ def _data(x):
     return x.data if isinstance(x, Tensor) else x
 
 
+def _check_axis(name: str, t: Tensor, axis: int, ndim: int | None = None) -> int:
+    """``axis`` as a positive index below ``ndim`` (default ``t.ndim``); an OpError if out of range.
+
+    Python's ``%`` alone would silently wrap a bad axis round to a valid one.
+    """
+    ndim = t.ndim if ndim is None else ndim
+    if not -ndim <= axis < ndim:
+        raise OpError(f"{name}: axis {axis} is out of range for {ndim} axes (input {t.shape} {t.dtype})")
+    return axis % ndim
+
+
 def _normalise_index(index):
     """Indices may hold Tensors and lists; NumPy wants ndarrays."""
     def one(part):
@@ -365,15 +404,24 @@ def _normalise_index(index):
 def _as_input(x, like_dtype) -> Tensor:
     """Turn a Python number or ndarray operand into a constant Tensor.
 
-    A Python number takes the dtype of the float tensor it meets, so ``x * 0.5``
-    stays float32 for float32 ``x`` and keeps full precision for float64 ``x``.
+    A number takes the dtype of the tensor it meets, so ``x * 0.5`` stays float32
+    for float32 ``x`` and keeps full precision for float64 ``x``, and ``index + 1``
+    stays integer. A float meeting no float tensor is made float32 (NumPy then
+    promotes ``int64 * float32`` to float64, as ``np.arange(3) * 0.5`` does). NumPy scalars
+    (``np.sqrt(d)`` is an ``np.float64``) count as numbers too: as 0-d float64
+    arrays they would silently turn float32 results into float64.
     """
     if isinstance(x, Tensor):
         return x
+    if isinstance(x, bool | int | float | np.bool_ | np.number):
+        is_float = isinstance(x, float | np.floating)
+        if like_dtype is None or (is_float and like_dtype.kind != "f"):
+            dtype = np.float32 if is_float else None  # None: NumPy's int64 (or bool for a bool)
+        else:
+            dtype = like_dtype
+        return Tensor._wrap(np.asarray(x, dtype=dtype))
     if isinstance(x, np.ndarray | np.generic):
         return Tensor._wrap(np.asarray(x))
-    if isinstance(x, bool | int | float):
-        return Tensor._wrap(np.asarray(x, dtype=like_dtype if like_dtype is not None else np.float32))
     raise TypeError(f"expected a Tensor, ndarray or number, got {type(x).__name__}")
 
 
@@ -394,11 +442,14 @@ def _user_frame() -> str:
 
 def apply(op: Op, *inputs, **params) -> Tensor:
     """Run ``op.forward`` on the inputs' arrays and, if needed, record the op for backward."""
+    # The dtype numbers adopt: the first float tensor's, else the first integer tensor's.
     like = None
     for x in inputs:
         if isinstance(x, Tensor) and x.dtype.kind == "f":
             like = x.dtype
             break
+        if like is None and isinstance(x, Tensor) and x.dtype.kind in "iu":
+            like = x.dtype
     tensors = tuple(_as_input(x, like) for x in inputs)
     try:
         out = op.forward(*[t.data for t in tensors], **params)
@@ -406,7 +457,8 @@ def apply(op: Op, *inputs, **params) -> Tensor:
         raise OpError(f"{op.name}: {err} ({_describe(tensors, params)})") from None
     if not isinstance(out, np.ndarray):
         out = np.asarray(out)
-    needs_grad = _state.grad_enabled and any(t.requires_grad for t in tensors)
+    # Integer and bool results (astype(int)) are not differentiable, so never require grad.
+    needs_grad = _state.grad_enabled and out.dtype.kind == "f" and any(t.requires_grad for t in tensors)
     result = Tensor._wrap(out, needs_grad)
     if needs_grad:
         result._op = op
@@ -497,10 +549,12 @@ def stack(tensors, axis: int = 0) -> Tensor:
 
 def split(x: Tensor, sections, axis: int = 0) -> list[Tensor]:
     """``np.split`` for tensors: ``sections`` equal parts, or cut at the given indices."""
+    axis = _check_axis("split", x, axis)
     size = x.shape[axis]
     if isinstance(sections, int):
         if sections <= 0 or size % sections:
-            raise OpError(f"split: axis {axis} of size {size} does not divide into {sections} equal parts")
+            raise OpError(f"split: axis {axis} of size {size} does not divide into {sections} equal parts "
+                          f"(input {x.shape} {x.dtype})")
         cuts = list(range(0, size + 1, size // sections))
     else:
         cuts = [0, *sections, size]
