@@ -1,0 +1,199 @@
+"""Draw four computation graphs with minigrad.viz: the graphs backprop walks, made visible.
+
+    python -m demos.draw_graphs [--out DIR]        (default DIR: out/graphs)
+
+1. ``scalar_expression``: micrograd's neuron, one number per node, with its
+   value and gradient (``show="data"``);
+2. ``attention_head``: one causal self-attention head built from Tensor ops,
+   with its weights, shapes and named intermediates;
+3. ``transformer_block``: a pre-norm transformer block; every module's ops are
+   boxed in a cluster named like its parameters (``attn.q_proj``...);
+4. ``rnn_unrolled``: an RNN unrolled over 6 steps, each tensor coloured by the
+   size of its gradient (``show="grad"``): the gradient shrinks about tenfold
+   every two steps back, the vanishing gradient, plain to see.
+
+Each graph is written as DOT source (``.gv``) and, when Graphviz's ``dot`` is
+installed, rendered to ``.svg``. ``viz.print_graph`` prints the first one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+import minigrad as mg
+from minigrad import ops, viz
+from minigrad.tensor import module_scope
+
+
+def scalar_expression():
+    """tanh(x1*w1 + x2*w2 + b): every node a number, as in micrograd's draw_dot."""
+    x1, x2 = mg.tensor(2.0, name="x1"), mg.tensor(0.0, name="x2")  # inputs: no gradient needed
+    w1 = mg.tensor(-3.0, requires_grad=True, name="w1")
+    w2 = mg.tensor(1.0, requires_grad=True, name="w2")
+    b = mg.tensor(6.8813735870195432, requires_grad=True, name="b")  # makes the output a round 0.7071
+    x1w1 = x1 * w1
+    x2w2 = x2 * w2
+    n = x1w1 + x2w2 + b
+    out = n.tanh()
+    for t, name in [(x1w1, "x1*w1"), (x2w2, "x2*w2"), (n, "n"), (out, "out")]:
+        t.name = name
+    return out, viz.draw_graph(out, show="data")
+
+
+def attention_head(rng: np.random.Generator):
+    """softmax(q k^T / sqrt(d), causal) v for one head over T=4 tokens, from Tensor ops."""
+    T, C, d = 4, 8, 4
+    x = mg.tensor(rng.standard_normal((T, C)).astype(np.float32), name="x")
+    W_q, W_k, W_v = (mg.tensor(rng.standard_normal((C, d)).astype(np.float32) / math.sqrt(C), requires_grad=True)
+                     for _ in range(3))
+    q, k, v = x @ W_q, x @ W_k, x @ W_v  # (T, d) each
+    scores = (q @ k.T) * (1 / math.sqrt(d))  # (T, T): how much each token attends to each other
+    future = mg.tensor(np.triu(np.ones((T, T), dtype=bool), k=1), name="future")  # a token may not look ahead
+    weights = scores.masked_fill(future, -np.inf).softmax(axis=-1)  # (T, T), rows sum to 1
+    out = weights @ v  # (T, d)
+    for t, name in [(q, "q"), (k, "k"), (v, "v"), (scores, "scores"), (weights, "weights"), (out, "out")]:
+        t.name = name
+    return out, viz.draw_graph(out, params={"W_q": W_q, "W_k": W_k, "W_v": W_v})
+
+
+# --------------------------------------------------------------------------------------
+# A transformer block. These small modules stand in for minigrad.nn's: what viz needs
+# from a module is that calling it runs forward inside module_scope(self), and a
+# named_modules() that names its parts.
+# --------------------------------------------------------------------------------------
+
+
+class Module:
+    def __call__(self, *args):
+        with module_scope(self):
+            return self.forward(*args)
+
+    def named_modules(self, prefix: str = ""):
+        yield prefix, self
+        for name, child in vars(self).items():
+            if isinstance(child, Module):
+                yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def named_parameters(self):
+        for prefix, module in self.named_modules():
+            for name, value in vars(module).items():
+                if isinstance(value, mg.Tensor) and value.requires_grad:
+                    yield (f"{prefix}.{name}" if prefix else name), value
+
+
+class Linear(Module):
+    def __init__(self, n_in: int, n_out: int, rng: np.random.Generator):
+        self.weight = mg.tensor(rng.standard_normal((n_in, n_out)).astype(np.float32) / math.sqrt(n_in),
+                                requires_grad=True)
+        self.bias = mg.zeros(n_out, requires_grad=True)
+
+    def forward(self, x):
+        return x @ self.weight + self.bias
+
+
+class LayerNorm(Module):
+    def __init__(self, n: int):
+        self.weight, self.bias = mg.ones(n, requires_grad=True), mg.zeros(n, requires_grad=True)
+
+    def forward(self, x):
+        return ops.layer_norm(x, self.weight, self.bias)
+
+
+class CausalSelfAttention(Module):
+    def __init__(self, C: int, n_heads: int, rng: np.random.Generator):
+        self.n_heads = n_heads
+        self.q_proj, self.k_proj, self.v_proj = (Linear(C, C, rng) for _ in range(3))
+        self.out_proj = Linear(C, C, rng)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        hd = C // self.n_heads
+
+        def heads(t):  # (B, T, C) -> (B, n_heads, T, hd)
+            return t.reshape(B, T, self.n_heads, hd).transpose(0, 2, 1, 3)
+
+        q, k, v = heads(self.q_proj(x)), heads(self.k_proj(x)), heads(self.v_proj(x))
+        scores = (q @ k.swapaxes(-1, -2)) * (1 / math.sqrt(hd))  # (B, n_heads, T, T)
+        future = np.triu(np.ones((T, T), dtype=bool), k=1)
+        weights = scores.masked_fill(future, -np.inf).softmax(axis=-1)
+        y = (weights @ v).transpose(0, 2, 1, 3).reshape(B, T, C)  # heads side by side again
+        return self.out_proj(y)
+
+
+class MLP(Module):
+    def __init__(self, C: int, rng: np.random.Generator):
+        self.fc, self.proj = Linear(C, 4 * C, rng), Linear(4 * C, C, rng)
+
+    def forward(self, x):
+        return self.proj(ops.gelu(self.fc(x)))
+
+
+class TransformerBlock(Module):
+    """x + attn(ln1(x)), then + mlp(ln2(.)): GPT-2's pre-norm block."""
+
+    def __init__(self, C: int, n_heads: int, rng: np.random.Generator):
+        self.ln1, self.attn = LayerNorm(C), CausalSelfAttention(C, n_heads, rng)
+        self.ln2, self.mlp = LayerNorm(C), MLP(C, rng)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+def transformer_block(rng: np.random.Generator):
+    block = TransformerBlock(C=16, n_heads=2, rng=rng)
+    x = mg.tensor(rng.standard_normal((2, 5, 16)).astype(np.float32), name="x")  # (B, T, C)
+    out = block(x)
+    # Parameters are named from block.named_parameters() on their own; rankdir="TB" suits a deep stack.
+    return out, viz.draw_graph(out, rankdir="TB")
+
+
+def unrolled_rnn(rng: np.random.Generator, steps: int = 6, d: int = 8):
+    """h_t = tanh(W h_(t-1) + U x_t); the loss reads only the last state, so gradients flow back through W."""
+    W = mg.tensor(rng.normal(0, 0.5 / math.sqrt(d), (d, d)).astype(np.float32), requires_grad=True)
+    U = mg.tensor(rng.normal(0, 1 / math.sqrt(d), (d, d)).astype(np.float32), requires_grad=True)
+    h = mg.zeros(d, requires_grad=True)
+    h.name = "h0"
+    for t in range(1, steps + 1):
+        x = mg.tensor(rng.standard_normal(d).astype(np.float32), name=f"x{t}")
+        h = (W @ h + U @ x).tanh()
+        h.name = f"h{t}"
+    loss = (h * h).sum()
+    loss.name = "loss"
+    return loss, viz.draw_graph(loss, params={"W": W, "U": U}, show="grad", rankdir="TB")
+
+
+def main(argv=None) -> dict[str, Path]:
+    parser = argparse.ArgumentParser(prog="python -m demos.draw_graphs", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("out") / "graphs", help="folder (default: %(default)s)")
+    args = parser.parse_args(argv)
+
+    scalar_out, scalar_graph = scalar_expression()
+    graphs = {
+        "scalar_expression": scalar_graph,
+        "attention_head": attention_head(np.random.default_rng(0))[1],
+        "transformer_block": transformer_block(np.random.default_rng(0))[1],
+        "rnn_unrolled": unrolled_rnn(np.random.default_rng(0))[1],
+    }
+    viz.print_graph(scalar_out, show="data")
+    print()
+
+    can_render = shutil.which("dot") is not None
+    written = {}
+    for name, graph in graphs.items():
+        written[name] = Path(viz.save(graph, args.out / f"{name}.gv"))
+        if can_render:
+            written[name] = Path(viz.save(graph, args.out / f"{name}.svg"))
+        print(f"wrote {written[name]}")
+    if not can_render:
+        print(f"(only the .gv sources: {viz.dot.INSTALL_HINT} to get SVGs)")
+    return written
+
+
+if __name__ == "__main__":
+    main()

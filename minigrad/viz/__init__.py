@@ -1,0 +1,25 @@
+"""See the graph backprop walks: draw any Tensor's computation graph with Graphviz, or print it.
+
+    from minigrad import viz
+
+    loss = model(x, y)
+    viz.save(viz.draw_graph(loss), "graph.svg")            # shapes, names, module boxes
+    viz.save(viz.draw_graph(loss, show="grad"), "grad.svg")  # coloured by gradient size
+    viz.print_graph(loss)                                   # a text listing, for terminals
+
+* ``draw_graph`` returns a ``graphviz.Digraph`` (it displays itself in Jupyter);
+* ``save`` writes .svg/.png/.pdf with Graphviz's ``dot``, or the .gv source when
+  ``dot`` is not installed;
+* ``print_graph`` needs neither.
+
+The package reads only what the engine records on every Tensor (``_op``,
+``_inputs``, ``_params``, ``_scope``): ``graph.py`` turns that into a plain
+list of nodes, ``dot.py`` draws it and ``text.py`` prints it. It is not
+imported by ``import minigrad``, and it imports the graphviz package only
+when drawing.
+"""
+
+from .dot import draw_graph, save
+from .text import print_graph
+
+__all__ = ["draw_graph", "print_graph", "save"]

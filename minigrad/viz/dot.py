@@ -1,0 +1,497 @@
+"""Draw a ``Graph`` (see ``graph.py``) with Graphviz, and save drawings to files.
+
+Drawing happens in three steps, each a function below:
+
+1. ``_layout``: decide what is drawn. Each tensor is a box and each op an
+   ellipse, inside nested clusters for the modules that ran them; with
+   ``collapse=depth`` a module nested deeper than ``depth`` becomes one node
+   (only the tensors that leave it stay visible).
+2. ``_truncate``: if that is still more than ``max_nodes``, keep the nodes
+   nearest the output and say, in a note node, how many were left out.
+3. ``_emit``: styles and labels, by ``show`` ("shape", "data" or "grad").
+
+graphviz (the Python package) is imported inside functions only, so
+``import minigrad`` never needs it; ``dot`` (the program) is needed only to
+render SVG/PNG/PDF, and ``save`` falls back to writing the DOT source.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import tempfile
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..tensor import Tensor
+from .graph import Graph, Node, collect, fmt_constant, fmt_number, fmt_shape, module_label, op_params
+
+SHOWS = ("shape", "data", "grad")
+RANKDIRS = ("LR", "TB", "RL", "BT")
+MAX_NODES = 300  # about what Graphviz still lays out legibly
+FONT = "Helvetica,Arial,sans-serif"
+PNG_DPI = 144
+DATA_MAX_SIZE = 12  # show="data" prints tensors up to this many elements in full
+
+# Fill and border colours of tensor boxes, by kind (the gradient colours replace fills under show="grad").
+KIND_STYLE = {
+    "value": dict(fillcolor="#ffffff", color="#6c757d"),
+    "output": dict(fillcolor="#ffd8a8", color="#d9480f", penwidth="2.2"),
+    "parameter": dict(fillcolor="#d0ebff", color="#1971c2", penwidth="1.4"),
+    "leaf": dict(fillcolor="#d3f9d8", color="#2b8a3e", penwidth="1.4"),
+    "constant": dict(fillcolor="#f1f3f5", color="#868e96", style="rounded,filled,dashed"),
+}
+OP_STYLE = dict(shape="ellipse", style="filled", fillcolor="#f1f3f5", color="#adb5bd", fontsize="10",
+                margin="0.04,0.02", height="0.28")
+FOLD_STYLE = dict(shape="box3d", style="filled", fillcolor="#edf2ff", color="#4c6ef5")
+NOTE_STYLE = dict(shape="note", style="filled", fillcolor="#fff9db", color="#f08c00", fontsize="10")
+CLUSTER_FILLS = ("#f5f7fb", "#e9eef7", "#dde5f2", "#d2dcee")
+GRAD_PALETTE = ("#fffbd5", "#d5efb3", "#97d6b9", "#52bcc2", "#2293c0", "#245eaa", "#152c7c")  # small -> large
+NONFINITE = "#e03131"
+ZERO = "#dee2e6"
+
+
+# --------------------------------------------------------------------------------------
+# 1. Layout: which boxes, in which clusters, joined how
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Item:
+    """One drawn node: a tensor, an op, a number, or a folded module."""
+
+    id: str
+    kind: str  # "tensor" | "op" | "number" | "fold" | "note"
+    node: Node | None = None
+    cluster: tuple = ()  # path of modules (outermost first) it is drawn inside
+    members: list[Node] = field(default_factory=list)  # a fold's hidden nodes
+    path: tuple = ()  # a fold's module path
+    text: str = ""  # a note's text
+
+
+@dataclass
+class _Layout:
+    items: list[_Item]
+    edges: list[tuple[str, str, dict]]
+    root: str
+    notes: list[str] = field(default_factory=list)
+
+
+def _key(path: tuple) -> tuple:
+    return tuple(id(m) for m in path)
+
+
+def _layout(graph: Graph, collapse: int | None) -> _Layout:
+    cut = None if collapse is None else collapse + 1  # scope entries kept as clusters
+
+    def fold_of(node: Node) -> tuple | None:
+        """The module path a node is folded into (None: drawn itself)."""
+        if cut is None or node.is_leaf or len(node.scope) <= cut:
+            return None
+        return node.scope[: cut + 1]
+
+    def leaf_fold(node: Node) -> tuple | None:
+        """A leaf goes into a fold when only that fold uses it and it is a parameter or has no name
+        (a named input such as ``x`` stays in view, so the picture still shows what goes in)."""
+        folds = {_key(f) if f else None for f in map(fold_of, node.consumers)}
+        if node.kind == "output" or len(folds) != 1 or None in folds:
+            return None
+        if node.kind != "parameter" and node.name is not None:
+            return None
+        return fold_of(node.consumers[0])
+
+    items, folds, where = [], {}, {}  # where: id(node) -> its tensor's item id (a fold's, if hidden)
+
+    def fold_item(path: tuple) -> _Item:
+        k = _key(path)
+        if k not in folds:
+            folds[k] = _Item(f"m{len(folds)}", "fold", cluster=path[:-1], path=path)
+            items.append(folds[k])
+        return folds[k]
+
+    op_at = {}
+    for node in graph.nodes:
+        if node.is_leaf:
+            f = leaf_fold(node)
+            if f is not None:
+                fold = fold_item(f)
+                fold.members.append(node)
+                where[id(node)] = fold.id
+            else:
+                kind = "number" if node.is_number else "tensor"
+                scope = node.scope if cut is None else node.scope[:cut]
+                items.append(_Item(f"t{node.index}", kind, node, scope))
+                where[id(node)] = f"t{node.index}"
+            continue
+        f = fold_of(node)
+        if f is not None:
+            fold = fold_item(f)
+            fold.members.append(node)
+            op_at[id(node)] = fold.id
+            stays_inside = node.kind != "output" and node.consumers and all(
+                fold_of(c) is not None and _key(fold_of(c)) == _key(f) for c in node.consumers)
+            if stays_inside:
+                where[id(node)] = fold.id
+                continue
+            items.append(_Item(f"t{node.index}", "tensor", node, f[:-1]))
+        else:
+            scope = node.scope if cut is None else node.scope[:cut]
+            items.append(_Item(f"op{node.index}", "op", node, scope))
+            items.append(_Item(f"t{node.index}", "tensor", node, scope))
+            op_at[id(node)] = f"op{node.index}"
+        where[id(node)] = f"t{node.index}"
+
+    edges, seen = [], set()
+    for node in graph.nodes:
+        if node.is_leaf:
+            continue
+        target = op_at[id(node)]
+        for x in node.inputs:
+            source = where[id(x)]
+            if source == target:
+                continue
+            involves_fold = source.startswith("m") or target.startswith("m")
+            if involves_fold and (source, target) in seen:
+                continue  # a folded module that reads a tensor several times: one edge is enough
+            seen.add((source, target))
+            edges.append((source, target, {}))
+        if where[id(node)] != target:
+            edges.append((target, where[id(node)], {}))
+    return _Layout(items, edges, where[id(graph.root)])
+
+
+def _truncate(layout: _Layout, max_nodes: int) -> _Layout:
+    """Keep the ``max_nodes`` nodes nearest the output (breadth-first, backwards); a note stands for the rest."""
+    preds: dict[str, list[str]] = {}
+    for s, d, _ in layout.edges:
+        preds.setdefault(d, []).append(s)
+    keep, queue = {layout.root}, deque([layout.root])
+    while queue and len(keep) < max_nodes:
+        for s in preds.get(queue.popleft(), []):
+            if s not in keep and len(keep) < max_nodes:
+                keep.add(s)
+                queue.append(s)
+    dropped = len(layout.items) - len(keep)
+    items = [it for it in layout.items if it.id in keep]
+    edges = [e for e in layout.edges if e[0] in keep and e[1] in keep]
+    cut_off = [it.id for it in items if any(s not in keep for s in preds.get(it.id, []))]
+    note = _Item("note_truncated", "note", text=(
+        f"{dropped} earlier nodes not drawn (the graph has {len(layout.items)}; max_nodes={max_nodes}).\n"
+        f"Pass collapse=<depth> to fold modules, or a larger max_nodes."))
+    edges += [(note.id, target, dict(style="dashed", color="#f08c00")) for target in cut_off]
+    return _Layout([*items, note], edges, layout.root, layout.notes)
+
+
+# --------------------------------------------------------------------------------------
+# 2. Labels and colours
+# --------------------------------------------------------------------------------------
+
+
+def _hex_to_rgb(c: str) -> np.ndarray:
+    return np.array([int(c[i:i + 2], 16) for i in (1, 3, 5)], dtype=float)
+
+
+def _palette(fraction: float) -> str:
+    """The colour ``fraction`` (0..1) of the way along GRAD_PALETTE."""
+    x = float(np.clip(fraction, 0, 1)) * (len(GRAD_PALETTE) - 1)
+    i = min(int(x), len(GRAD_PALETTE) - 2)
+    rgb = _hex_to_rgb(GRAD_PALETTE[i]) * (i + 1 - x) + _hex_to_rgb(GRAD_PALETTE[i + 1]) * (x - i)
+    return "#" + "".join(f"{int(round(v)):02x}" for v in rgb)
+
+
+def _ink_for(fill: str) -> str:
+    """Black text on light fills, white on dark ones."""
+    r, g, b = _hex_to_rgb(fill) / 255
+    return "#000000" if 0.299 * r + 0.587 * g + 0.114 * b > 0.55 else "#ffffff"
+
+
+@dataclass
+class _GradScale:
+    """Maps a gradient norm to a colour: log10 of the norm, from decade ``lo`` to decade ``hi``."""
+
+    lo: int
+    hi: int
+
+    @classmethod
+    def of(cls, norms) -> _GradScale:
+        logs = [np.log10(n) for n in norms if n is not None and np.isfinite(n) and n > 0]
+        if not logs:
+            return cls(0, 1)
+        lo, hi = int(np.floor(min(logs))), int(np.ceil(max(logs)))
+        return cls(lo, hi if hi > lo else lo + 1)
+
+    def colour(self, norm: float) -> str:
+        if not np.isfinite(norm):
+            return NONFINITE
+        if norm == 0:
+            return ZERO
+        return _palette((np.log10(norm) - self.lo) / (self.hi - self.lo))
+
+    def legend(self, title: str) -> str:
+        step = max(1, int(np.ceil((self.hi - self.lo) / 10)))
+        cells = []
+        for decade in range(self.lo, self.hi + 1, step):
+            fill = self.colour(10.0 ** decade)
+            cells.append(f'<td bgcolor="{fill}"><font color="{_ink_for(fill)}">1e{decade}</font></td>')
+        cells.append(f'<td bgcolor="{ZERO}">0</td>')
+        cells.append(f'<td bgcolor="{NONFINITE}"><font color="#ffffff">NaN/Inf</font></td>')
+        return (f'<<table border="0" cellborder="1" cellspacing="0" cellpadding="4" color="#adb5bd">'
+                f'<tr><td colspan="{len(cells)}" border="0">{title}</td></tr><tr>{"".join(cells)}</tr></table>>')
+
+
+def _esc(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _small(text: str, colour: str = "#495057") -> str:
+    return f'<font point-size="9" color="{colour}">{text}</font>'
+
+
+def _array_text(a: np.ndarray) -> str:
+    text = np.array2string(np.asarray(a), precision=3, separator=", ", suppress_small=True)
+    return "<br/>".join(_esc(line) for line in text.splitlines())
+
+
+
+
+def _tensor_label(node: Node, show: str, ink: str) -> str:
+    t = node.tensor
+    name = node.name or ("output" if node.kind == "output" else None)
+    shape = f"{fmt_shape(t)} {t.dtype}"
+    muted = "#495057" if ink == "#000000" else "#e9ecef"
+    # NaN in a value is always a bug; an infinity may be a mask (-inf before softmax), so it is not flagged.
+    has_nan = t.dtype.kind == "f" and np.isnan(t.data).any()
+    warning = f'<br/><font color="{NONFINITE}" point-size="9"><b>NaN in value</b></font>' if has_nan else ""
+
+    if show == "data" and t.size == 1:  # micrograd's record: name | data | grad
+        cells = [f"<b>{_esc(name)}</b>"] if name else []
+        cells.append(f"data {fmt_number(t.data.item())}")
+        if node.grad is not None:
+            cells.append(f"grad {fmt_number(np.asarray(node.grad).item())}")
+        row = "<vr/>".join(f"<td>{c}</td>" for c in cells)
+        return f'<<table border="0" cellborder="0" cellspacing="0" cellpadding="2"><tr>{row}</tr></table>{warning}>'
+
+    lines = [f"<b>{_esc(name)}</b>", _small(shape, muted)] if name else [shape]
+    if show == "data":
+        if t.size <= DATA_MAX_SIZE:
+            lines.append(_small(_array_text(t.data), ink))
+            if node.grad is not None:
+                lines.append(_small("grad " + _array_text(node.grad), muted))
+        else:
+            lines.append(_small(f"mean {fmt_number(t.data.mean())}  std {fmt_number(t.data.std())}", muted))
+    if show in ("data", "grad") and node.grad is not None and (show == "grad" or t.size > DATA_MAX_SIZE):
+        lines.append(_small(f"‖grad‖ {node.grad_norm:.2e}", ink))
+    return "<" + "<br/>".join(lines) + warning + ">"
+
+
+def _fold_label(graph: Graph, item: _Item) -> str:
+    n_ops = sum(not n.is_leaf for n in item.members)
+    params = [n for n in item.members if n.kind in ("parameter", "leaf")]
+    summary = f"{n_ops} op{'s' * (n_ops != 1)}"
+    if params:
+        summary += f" · {len(params)} param{'s' * (len(params) != 1)} ({sum(p.tensor.size for p in params):,} values)"
+    return f"<<b>{_esc(module_label(graph, item.path))}</b><br/>{_small(summary)}>"
+
+
+# --------------------------------------------------------------------------------------
+# 3. Emit DOT
+# --------------------------------------------------------------------------------------
+
+
+def _emit(graph: Graph, layout: _Layout, show: str, rankdir: str):
+    import graphviz
+
+    dot = graphviz.Digraph(
+        "minigrad",
+        graph_attr=dict(rankdir=rankdir, fontname=FONT, bgcolor="white", nodesep="0.18", ranksep="0.3",
+                        pad="0.2"),
+        node_attr=dict(fontname=FONT, fontsize="10", shape="box", style="rounded,filled", margin="0.08,0.03",
+                       height="0.3"),
+        edge_attr=dict(color="#868e96", arrowsize="0.6", penwidth="0.9"),
+    )
+    scale = _GradScale.of(n.grad_norm for n in graph.nodes) if show == "grad" else None
+
+    def attrs(item: _Item) -> dict:
+        node = item.node
+        if item.kind == "op":
+            params = op_params(node)
+            label = f"<{_esc(node.op.name)}" + (f"<br/>{_small(_esc(params))}" if params else "") + ">"
+            return dict(OP_STYLE, label=label, tooltip=(node.op.doc or node.op.name).splitlines()[0])
+        if item.kind == "number":
+            return dict(shape="plaintext", style="", label=fmt_constant(node.tensor), fontsize="10")
+        if item.kind == "fold":
+            return dict(FOLD_STYLE, label=_fold_label(graph, item))
+        if item.kind == "note":
+            return dict(NOTE_STYLE, label=item.text.replace("\n", "\\l") + "\\l")
+        style = dict(KIND_STYLE[node.kind])
+        ink = "#000000"
+        if scale is not None and node.grad is not None:
+            style["fillcolor"] = scale.colour(node.grad_norm)
+            ink = _ink_for(style["fillcolor"])
+            style["fontcolor"] = ink
+        return dict(style, label=_tensor_label(node, show, ink))
+
+    # Clusters, nested as the modules were: each path's items go in it, then its child paths.
+    by_path: dict[tuple, list[_Item]] = {}
+    paths: dict[tuple, tuple] = {(): ()}
+    for item in layout.items:
+        by_path.setdefault(_key(item.cluster), []).append(item)
+        for n in range(1, len(item.cluster) + 1):
+            paths.setdefault(_key(item.cluster[:n]), item.cluster[:n])
+    children: dict[tuple, list[tuple]] = {}
+    for k in paths:
+        if k:
+            children.setdefault(k[:-1], []).append(k)
+
+    clusters_done: list[tuple] = []
+
+    def fill(container, k: tuple) -> None:
+        for item in by_path.get(k, []):
+            container.node(item.id, **attrs(item))
+        for child in children.get(k, []):
+            depth = len(child) - 1
+            with container.subgraph(name=f"cluster_{len(clusters_done)}") as sub:
+                clusters_done.append(child)
+                sub.attr(label=f"<<b>{_esc(module_label(graph, paths[child]))}</b>>", labeljust="l",
+                         style="rounded,filled", fillcolor=CLUSTER_FILLS[depth % len(CLUSTER_FILLS)],
+                         color="#8796b0", fontsize="11", fontcolor="#364152", margin="10")
+                fill(sub, child)
+
+    fill(dot, ())
+    for i, text in enumerate(layout.notes):
+        dot.node(f"note{i}", **dict(NOTE_STYLE, label=text.replace("\n", "\\l") + "\\l"))
+    if scale is not None:
+        what = "output" if graph.root.tensor.size == 1 else "sum(output)"
+        title = f"<b>‖∂ {what} / ∂ tensor‖</b>  (L2 norm, log scale)"
+        dot.node("legend", label=scale.legend(title), shape="plain", style="")
+    # Edges along the computation pull harder than edges from leaves, so that a weight
+    # used at every step of a loop does not drag all its uses to the top of the picture.
+    internal = {it.id for it in layout.items if it.kind in ("op", "fold") or
+                (it.kind == "tensor" and not it.node.is_leaf)}
+    for source, target, extra in layout.edges:
+        dot.edge(source, target, **(dict(weight="3") if source in internal else {}), **extra)
+    return dot
+
+
+# --------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------
+
+
+def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", max_nodes: int | None = MAX_NODES,
+               rankdir: str = "LR", collapse: int | None = None):
+    """Draw the graph that computed ``root`` and return it as a ``graphviz.Digraph``.
+
+    Tensors are boxes showing shape and dtype (and name, where known); each op
+    is an ellipse labelled with its name in the op table and the parameters
+    it was called with. Styles: the output is orange, parameters blue, other
+    leaves that require grad green, constants (data, masks) grey and dashed.
+
+    params:   ``{name: Tensor}`` such as ``dict(model.named_parameters())``. Not needed
+              for modules that ran the graph: their parameters are named from the
+              outermost one's ``named_parameters()``; tensors with ``.name`` keep it.
+    show:     "shape"; "data" prints values (micrograd-style ``name | data | grad``
+              for scalars, arrays up to 12 elements) and gradients; "grad" colours each
+              tensor by the L2 norm of d(root)/d(tensor), on a log scale with a legend,
+              NaN/Inf in red. Gradients are computed here, with ``minigrad.grad``: ``.grad``
+              is left alone, hooks are not called, and it works before backward() or after
+              backward(retain_graph=True) (a plain backward() frees the graph: nothing is
+              left to draw). A non-scalar root is treated as ``root.sum()``.
+    max_nodes: a graph with more nodes is folded module by module (when ``collapse``
+              is not given) and then cut down to the nodes nearest the output, with a
+              note saying so. None draws everything.
+    rankdir:  "LR" (left to right) or "TB" (top to bottom); "RL" and "BT" work too.
+    collapse: modules nested deeper than this are drawn as one node each. The
+              outermost module is depth 0, so ``collapse=0`` draws a model as a box
+              of its direct submodules (each block one node), ``collapse=1`` opens those.
+
+    Display it in Jupyter as it is, or write it with ``save(graph, "graph.svg")``.
+    """
+    if show not in SHOWS:
+        raise ValueError(f"draw_graph: show must be one of {SHOWS}, got {show!r}")
+    if rankdir not in RANKDIRS:
+        raise ValueError(f"draw_graph: rankdir must be one of {RANKDIRS}, got {rankdir!r}")
+    if collapse is not None and (not isinstance(collapse, int) or collapse < 0):
+        raise ValueError(f"draw_graph: collapse must be None or a depth >= 0, got {collapse!r}")
+    if max_nodes is not None and (not isinstance(max_nodes, int) or max_nodes < 1):
+        raise ValueError(f"draw_graph: max_nodes must be None or a positive int, got {max_nodes!r}")
+    wants_grads = show == "grad" or (show == "data" and isinstance(root, Tensor) and root.requires_grad)
+    graph = collect(root, params, gradients=wants_grads)
+
+    layout = _layout(graph, collapse)
+    if max_nodes is not None and len(layout.items) > max_nodes and collapse is None:
+        depth = max(len(n.scope) for n in graph.nodes) - 2  # the deepest level that folds something
+        folded_at = None
+        while depth >= 0 and len(layout.items) > max_nodes:
+            layout, folded_at = _layout(graph, depth), depth
+            depth -= 1
+        if folded_at is not None:
+            layout.notes.append(f"Modules nested deeper than depth {folded_at} are folded into one node each "
+                                f"to fit max_nodes={max_nodes}.\nPass collapse=<depth> or a larger max_nodes "
+                                f"to choose.")
+    if max_nodes is not None and len(layout.items) > max_nodes:
+        layout = _truncate(layout, max_nodes)
+    return _emit(graph, layout, show, rankdir)
+
+
+FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".gv": None, ".dot": None}
+INSTALL_HINT = "install Graphviz (apt-get install graphviz, or brew install graphviz)"
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    """Write to a temporary file beside ``path``, then rename: readers never see half a file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a drawing is an ordinary file
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def save(graph, path) -> str:
+    """Write a drawing to ``path``; the extension picks the format (.svg .png .pdf, or .gv/.dot source).
+
+    Rendering needs Graphviz's ``dot`` program. Without it, the DOT source is
+    written next to ``path`` as ``.gv`` and one line says how to get ``dot``.
+    Returns the path actually written.
+    """
+    import graphviz
+
+    path = os.fspath(path)
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in FORMATS:
+        raise ValueError(f"save: cannot tell the format of {path!r} from its extension; "
+                         f"use one of {', '.join(FORMATS)}")
+    if not hasattr(graph, "source"):
+        raise TypeError(f"save: expected a graphviz graph (from draw_graph), got {type(graph).__name__}")
+    source = graph.source.encode("utf-8")
+    if FORMATS[ext] is None:
+        _write_atomically(path, source)
+        return path
+    if ext == ".png" and "dpi" not in graph.graph_attr:
+        graph = graph.copy()
+        graph.graph_attr["dpi"] = str(PNG_DPI)  # 96 dpi text is blurry on today's screens
+    try:
+        rendered = graph.pipe(format=FORMATS[ext])
+    except graphviz.ExecutableNotFound:
+        reason = f"Graphviz's `dot` was not found, so {path} was not rendered"
+    except graphviz.CalledProcessError as err:
+        first = (err.stderr or b"").decode(errors="replace").strip().splitlines()
+        reason = f"`dot` failed ({first[0] if first else 'exit ' + str(err.returncode)}), so {path} was not rendered"
+    else:
+        _write_atomically(path, rendered)
+        return path
+    fallback = os.path.splitext(path)[0] + ".gv"
+    _write_atomically(fallback, source)
+    print(f"viz: {reason}; wrote the source to {fallback} instead. To render it, {INSTALL_HINT}.")
+    return fallback

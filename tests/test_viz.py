@@ -1,0 +1,485 @@
+"""minigrad.viz: the DOT source it writes (nodes, labels, clusters, colours, folding, truncation),
+the gradients it shows, the files it saves, the text outline, and the demo.
+
+Everything but one test reads the DOT source, so Graphviz's `dot` is not needed;
+the rendering test runs where `dot` is installed (CI installs it).
+"""
+
+import math
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+from minigrad import viz
+from minigrad.tensor import module_scope
+
+HAS_DOT = shutil.which("dot") is not None
+
+# --------------------------------------------------------------------------------------
+# Reading DOT source
+# --------------------------------------------------------------------------------------
+
+NODE_LINE = re.compile(r"^\s*(\w+) \[(.*)\]$")
+EDGE_LINE = re.compile(r"^\s*(\w+) -> (\w+)")
+
+
+def dot_nodes(graph) -> dict[str, str]:
+    """node id -> its attribute text."""
+    found = {}
+    for line in graph.source.splitlines():
+        m = NODE_LINE.match(line)
+        if m and m.group(1) not in ("graph", "node", "edge"):
+            found[m.group(1)] = m.group(2)
+    return found
+
+
+def dot_edges(graph) -> list[tuple[str, str]]:
+    return [m.groups() for m in map(EDGE_LINE.match, graph.source.splitlines()) if m]
+
+
+def fill(attrs: str) -> str:
+    return re.search(r'fillcolor="([^"]+)"', attrs).group(1)
+
+
+def find(graph, text: str) -> str:
+    """The id of the one node whose attributes contain ``text``."""
+    ids = [i for i, a in dot_nodes(graph).items() if text in a]
+    assert len(ids) == 1, f"{len(ids)} nodes contain {text!r}"
+    return ids[0]
+
+
+def ops_drawn(graph) -> list[str]:
+    return [re.search(r"label=<(\w+)", a).group(1) for a in dot_nodes(graph).values() if "shape=ellipse" in a]
+
+
+def clusters(graph) -> dict[str, dict]:
+    """cluster label -> {"parent": label of the enclosing cluster or None, "nodes": ids drawn directly in it}."""
+    found, stack = {}, []
+    for line in graph.source.splitlines():
+        s = line.strip()
+        if s.startswith("subgraph cluster_"):
+            stack.append({"label": None, "nodes": [], "parent": stack[-1]["label"] if stack else None})
+        elif s == "}" and stack:
+            c = stack.pop()
+            found[c["label"]] = c
+        elif stack and stack[-1]["label"] is None and " label=<" in " " + s and not NODE_LINE.match(s):
+            stack[-1]["label"] = re.search(r"label=<<b>(.*?)</b>>", s).group(1)
+        elif stack and NODE_LINE.match(s):
+            stack[-1]["nodes"].append(NODE_LINE.match(s).group(1))
+    return found
+
+
+def luminance(colour: str) -> float:
+    r, g, b = (int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5))
+    return 0.299 * r + 0.587 * g + 0.114 * b
+
+
+# --------------------------------------------------------------------------------------
+# A stand-in for minigrad.nn.Module: what viz relies on is module_scope and named_modules()
+# --------------------------------------------------------------------------------------
+
+
+class Module:
+    def __call__(self, *args):
+        with module_scope(self):
+            return self.forward(*args)
+
+    def named_modules(self, prefix=""):
+        yield prefix, self
+        for name, value in vars(self).items():
+            children = value if isinstance(value, list) else [value]
+            for i, child in enumerate(children):
+                if isinstance(child, Module):
+                    sub = f"{name}.{i}" if isinstance(value, list) else name
+                    yield from child.named_modules(f"{prefix}.{sub}" if prefix else sub)
+
+    def named_parameters(self):
+        for prefix, module in self.named_modules():
+            for name, value in vars(module).items():
+                if isinstance(value, mg.Tensor) and value.requires_grad:
+                    yield (f"{prefix}.{name}" if prefix else name), value
+
+
+class Linear(Module):
+    def __init__(self, n_in, n_out, rng):
+        self.weight = mg.tensor(rng.standard_normal((n_in, n_out)), requires_grad=True)
+        self.bias = mg.tensor(np.zeros(n_out), requires_grad=True)
+
+    def forward(self, x):
+        return x @ self.weight + self.bias
+
+
+class Attn(Module):
+    def __init__(self, d, rng):
+        self.proj = Linear(d, d, rng)
+
+    def forward(self, x):
+        return self.proj(x).softmax(axis=-1) * x
+
+
+class Block(Module):
+    def __init__(self, d, rng):
+        self.attn, self.mlp = Attn(d, rng), Linear(d, d, rng)
+
+    def forward(self, x):
+        x = x + self.attn(x)
+        return x + self.mlp(x).tanh()
+
+
+class Net(Module):
+    def __init__(self, d=3, n_blocks=2, seed=0):
+        rng = np.random.default_rng(seed)
+        self.blocks = [Block(d, rng) for _ in range(n_blocks)]
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x.sum()
+
+
+def net_and_loss(n_blocks=2):
+    net = Net(n_blocks=n_blocks)
+    x = mg.tensor(np.random.default_rng(1).standard_normal((2, 3)), name="x")
+    return net, net(x)
+
+
+# --------------------------------------------------------------------------------------
+# Import isolation
+# --------------------------------------------------------------------------------------
+
+
+def test_importing_minigrad_or_viz_does_not_import_graphviz():
+    code = ("import sys, minigrad; assert 'graphviz' not in sys.modules; "
+            "import minigrad.viz; assert 'graphviz' not in sys.modules, 'viz imported graphviz eagerly'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --------------------------------------------------------------------------------------
+# Nodes, labels, styles
+# --------------------------------------------------------------------------------------
+
+
+def mlp_loss():
+    rng = np.random.default_rng(0)
+    x = mg.tensor(rng.standard_normal((4, 3)).astype(np.float32), name="x")
+    w = mg.tensor(rng.standard_normal((3, 2)).astype(np.float32), requires_grad=True)
+    b = mg.tensor(np.zeros(2, np.float32), requires_grad=True)
+    return x, w, b, (x @ w + b).tanh().mean()
+
+
+def test_every_op_is_a_node_labelled_with_its_table_name_and_every_tensor_shows_shape_and_dtype():
+    x, w, b, loss = mlp_loss()
+    g = viz.draw_graph(loss)
+    assert sorted(ops_drawn(g)) == ["add", "matmul", "mean", "tanh"]
+    nodes = dot_nodes(g)
+    assert len(nodes) == 4 + 4 + 3  # 4 ops, their 4 outputs, 3 leaves
+    for shape in ["(4, 3) float32", "(3, 2) float32", "(2,) float32", "(4, 2) float32", "scalar float32"]:
+        assert any(shape in a for a in nodes.values()), shape
+    # Each op reads its inputs and writes its output: matmul <- x, w; add <- matmul's output, b.
+    edges = dot_edges(g)
+    matmul = next(i for i, a in nodes.items() if "label=<matmul" in a)
+    assert {s for s, d in edges if d == matmul} == {find(g, "<b>x</b>"), find(g, "(3, 2) float32")}
+    assert len(edges) == 4 + 6  # one per op output, one per op input (2 + 2 + 1 + 1)
+
+
+def test_params_dict_and_name_attribute_name_tensors_and_kinds_are_styled_apart():
+    x, w, b, loss = mlp_loss()
+    g = viz.draw_graph(loss, params={"fc.weight": w})
+    param, leaf, const, out = (find(g, s) for s in ["<b>fc.weight</b>", "(2,) float32", "<b>x</b>", "<b>output</b>"])
+    value = next(i for i, a in dot_nodes(g).items() if a.startswith("label=<(4, 2) float32"))  # made by an op
+    fills = {k: fill(dot_nodes(g)[i]) for k, i in
+             dict(param=param, leaf=leaf, const=const, out=out, value=value).items()}
+    assert len(set(fills.values())) == 5, fills
+    assert "dashed" in dot_nodes(g)[const]  # constants (no gradient) are dashed
+    assert "penwidth=2" in dot_nodes(g)[out]
+
+
+def test_a_tensor_used_twice_by_one_op_has_two_edges_and_numbers_are_drawn_as_values():
+    x = mg.tensor([1.0, 2.0], requires_grad=True, name="x")
+    g = viz.draw_graph((x * x * 0.5).sum())
+    mul = [i for i, a in dot_nodes(g).items() if "label=<mul" in a]
+    assert dot_edges(g).count((find(g, "<b>x</b>"), mul[0])) == 2
+    number = find(g, "label=0.5 ")
+    assert (number, mul[1]) in dot_edges(g)
+
+
+def test_op_parameters_that_differ_from_defaults_are_shown():
+    x = mg.tensor(np.ones((2, 3)), requires_grad=True)
+    g = viz.draw_graph(x.sum(axis=-1, keepdims=False).reshape(1, 2).sum())
+    labels = [a for a in dot_nodes(g).values() if "shape=ellipse" in a]
+    assert any("axis=-1" in a and "keepdims" not in a for a in labels)  # keepdims=False is the default
+    assert any("shape=(1, 2)" in a for a in labels)
+
+
+def test_rankdir_and_argument_errors():
+    _, _, _, loss = mlp_loss()
+    assert "rankdir=TB" in viz.draw_graph(loss, rankdir="TB").source
+    for bad in [dict(show="values"), dict(rankdir="XY"), dict(collapse=-1), dict(max_nodes=0)]:
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            viz.draw_graph(loss, **bad)
+    with pytest.raises(TypeError, match="params"):
+        viz.draw_graph(loss, params={"w": np.ones(3)})
+    with pytest.raises(TypeError, match="Tensor"):
+        viz.draw_graph(np.ones(3))
+
+
+# --------------------------------------------------------------------------------------
+# show="data" and show="grad": values and gradients
+# --------------------------------------------------------------------------------------
+
+
+def test_data_mode_shows_micrograd_records_with_the_gradients_backprop_gives():
+    a, b, c, f = (mg.tensor(v, requires_grad=True, name=n) for v, n in [(2.0, "a"), (-3.0, "b"), (10.0, "c"),
+                                                                           (-2.0, "f")])
+    loss = (a * b + c) * f
+    g = viz.draw_graph(loss, show="data")
+    loss.backward(retain_graph=True)
+    for t in (a, b, c, f):
+        record = dot_nodes(g)[find(g, f"<b>{t.name}</b>")]
+        assert f"data {t.item():.4f}" in record
+        assert f"grad {t.grad.item():.4f}" in record
+    assert "grad 1.0000" in dot_nodes(g)[find(g, "data -8.0000")]  # d loss / d loss
+
+
+def test_data_mode_prints_small_arrays_and_summarises_large_ones():
+    small = mg.tensor([1.5, -2.25], requires_grad=True, name="small")
+    big = mg.tensor(np.arange(100.0), requires_grad=True, name="big")
+    g = viz.draw_graph((small * 2).sum() + big.sum(), show="data")
+    assert "[ 1.5 , -2.25]" in dot_nodes(g)[find(g, "<b>small</b>")]
+    assert "grad [2., 2.]" in dot_nodes(g)[find(g, "<b>small</b>")]
+    assert "mean 49.5000" in dot_nodes(g)[find(g, "<b>big</b>")]
+
+
+def chain_of_scales(scales):
+    leaves = [mg.tensor(np.ones(4), requires_grad=True, name=f"p{i}") for i in range(len(scales))]
+    loss = sum((p * s).sum() for p, s in zip(leaves, scales))
+    return leaves, loss
+
+
+def test_grad_mode_colours_each_tensor_by_its_gradient_norm_on_a_log_scale_with_a_legend():
+    leaves, loss = chain_of_scales([1e-3, 1e-1, 1e1, 1e3])
+    g = viz.draw_graph(loss, show="grad")
+    grads = mg.grad(loss, leaves, retain_graph=True)
+    fills = []
+    for p, gp in zip(leaves, grads):
+        attrs = dot_nodes(g)[find(g, f"<b>{p.name}</b>")]
+        assert f"‖grad‖ {np.linalg.norm(gp.data):.2e}" in attrs
+        fills.append(fill(attrs))
+    assert [luminance(c) for c in fills] == sorted((luminance(c) for c in fills), reverse=True)  # bigger: darker
+    assert len(set(fills)) == 4
+    legend = dot_nodes(g)["legend"]
+    # The legend spans the decades of the smallest and largest norms: 2e-3 .. 2e3.
+    assert all(f">1e{d}<" in legend for d in range(-3, 5)) and "NaN/Inf" in legend
+
+
+def test_grad_mode_marks_nan_and_inf_gradients_in_red():
+    x = mg.tensor([0.0, 4.0], requires_grad=True, name="x")  # d sqrt(x)/dx is inf at 0
+    y = mg.tensor([-1.0, 4.0], requires_grad=True, name="y")  # log(-1) is NaN...
+    w = mg.tensor(2.0, requires_grad=True, name="w")  # ...and d (w * log y) / dw is log y
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = viz.draw_graph(x.sqrt().sum() + (w * y.log()).sum(), show="grad")
+    red = viz.dot.NONFINITE
+    assert f'<td bgcolor="{red}"><font color="#ffffff">NaN/Inf' in dot_nodes(g)["legend"]
+    assert fill(dot_nodes(g)[find(g, "<b>x</b>")]) == red
+    assert fill(dot_nodes(g)[find(g, "<b>w</b>")]) == red
+    assert fill(dot_nodes(g)[find(g, "<b>y</b>")]) != red  # its gradient, w / y, is finite
+    assert luminance(red) < 0.5 and int(red[1:3], 16) > 2 * int(red[3:5], 16)  # a red, not a shade of the scale
+    # A NaN value (log(-1) and all that is computed from it) is flagged in the label too.
+    flagged = [a for a in dot_nodes(g).values() if "NaN in value" in a]
+    assert len(flagged) == 4  # log's output, times w, their sum, the final add
+
+
+def test_grad_mode_has_no_side_effects_and_is_the_same_before_and_after_backward():
+    leaves, loss = chain_of_scales([0.5, 2.0])
+    seen = []
+    leaves[0].register_hook(lambda grad: seen.append(grad))
+    before = viz.draw_graph(loss, show="grad").source
+    assert all(p.grad is None for p in leaves) and seen == []  # no .grad written, no hook called
+    loss.backward(retain_graph=True)
+    grads = [p.grad.numpy().copy() for p in leaves]
+    after = viz.draw_graph(loss, show="grad").source
+    assert after == before
+    assert all(np.array_equal(p.grad.numpy(), g) for p, g in zip(leaves, grads)) and len(seen) == 1
+
+
+def test_drawing_a_graph_freed_by_backward_says_how_to_keep_it():
+    _, _, _, loss = mlp_loss()
+    loss.backward()
+    with pytest.raises(RuntimeError, match=r"retain_graph=True"):
+        viz.draw_graph(loss, show="grad")
+
+
+def test_grad_mode_needs_a_root_with_a_gradient_and_treats_a_non_scalar_root_as_its_sum():
+    with pytest.raises(ValueError, match="requires grad"):
+        viz.draw_graph(mg.tensor([1.0, 2.0]).exp(), show="grad")
+    x = mg.tensor([1.0, 2.0], requires_grad=True, name="x")
+    g = viz.draw_graph(x * 3, show="grad")
+    assert "sum(output)" in dot_nodes(g)["legend"]
+    assert f"‖grad‖ {math.sqrt(18):.2e}" in dot_nodes(g)[find(g, "<b>x</b>")]
+
+
+# --------------------------------------------------------------------------------------
+# Module clusters, collapse, max_nodes
+# --------------------------------------------------------------------------------------
+
+
+def test_modules_become_nested_clusters_named_like_their_parameters():
+    net, loss = net_and_loss()
+    g = viz.draw_graph(loss)
+    found = clusters(g)
+    assert found["Net"]["parent"] is None
+    assert found["blocks.0 (Block)"]["parent"] == "Net"
+    assert found["blocks.0.attn (Attn)"]["parent"] == "blocks.0 (Block)"
+    assert found["blocks.0.attn.proj (Linear)"]["parent"] == "blocks.0.attn (Attn)"
+    assert found["blocks.1.mlp (Linear)"]["parent"] == "blocks.1 (Block)"
+    # Parameters are named from Net.named_parameters() and drawn in the module that uses them.
+    weight = find(g, "<b>blocks.0.attn.proj.weight</b>")
+    assert weight in found["blocks.0.attn.proj (Linear)"]["nodes"]
+    # Ops that Attn runs itself sit in Attn's cluster; the final sum, run by Net, in Net's.
+    def ops_in(label):
+        return sorted(re.search(r"label=<(\w+)", dot_nodes(g)[i]).group(1) for i in found[label]["nodes"]
+                      if "shape=ellipse" in dot_nodes(g)[i])
+
+    assert ops_in("blocks.0.attn (Attn)") == ["mul", "softmax"]
+    assert ops_in("blocks.0.attn.proj (Linear)") == ["add", "matmul"]
+    assert ops_in("Net") == ["sum"]
+    for name, _ in net.named_parameters():
+        find(g, f"<b>{name}</b>")
+
+
+def test_collapse_folds_deeper_modules_into_one_node_each():
+    _, loss = net_and_loss()
+    full = viz.draw_graph(loss)
+    g0, g1 = viz.draw_graph(loss, collapse=0), viz.draw_graph(loss, collapse=1)
+    assert len(dot_nodes(g0)) < len(dot_nodes(g1)) < len(dot_nodes(full))
+    # collapse=0: Net stays a box, each block is one node; no op of a block is drawn.
+    assert list(clusters(g0)) == ["Net"]
+    fold = find(g0, "<b>blocks.0 (Block)</b>")
+    # A block runs 9 ops: attn's proj (matmul, add), softmax, mul, the residual add, mlp (matmul, add),
+    # tanh and the second residual add; its 4 parameters are 2 (3, 3) weights and 2 (3,) biases.
+    assert "box3d" in dot_nodes(g0)[fold] and "9 ops · 4 params (24 values)" in dot_nodes(g0)[fold]
+    assert sorted(ops_drawn(g0)) == ["sum"]
+    # The tensor passed from block 0 to block 1 stays visible between the two folds.
+    fold1 = find(g0, "<b>blocks.1 (Block)</b>")
+    (between,) = [d for s, d in dot_edges(g0) if s == fold]
+    assert (between, fold1) in dot_edges(g0)
+    assert (find(g0, "<b>x</b>"), fold) in dot_edges(g0)
+    # collapse=1: blocks are open, their attn and mlp are folded.
+    assert set(clusters(g1)) == {"Net", "blocks.0 (Block)", "blocks.1 (Block)"}
+    assert find(g1, "<b>blocks.1.attn (Attn)</b>")
+
+
+def test_a_graph_over_max_nodes_is_folded_first_with_a_note():
+    _, loss = net_and_loss(n_blocks=6)
+    g = viz.draw_graph(loss, max_nodes=40)
+    graph_nodes = [i for i in dot_nodes(g) if not i.startswith("note")]
+    assert len(graph_nodes) <= 40
+    assert any("folded into one node each" in a for a in dot_nodes(g).values())
+    assert find(g, "<b>blocks.5 (Block)</b>")
+
+
+def test_a_graph_over_max_nodes_without_modules_is_cut_with_a_visible_note():
+    x = mg.tensor(np.ones(3), requires_grad=True, name="x")
+    y = x
+    for _ in range(100):
+        y = y.tanh()
+    g = viz.draw_graph(y.sum(), max_nodes=30)
+    nodes = dot_nodes(g)
+    assert len(nodes) == 31
+    note = nodes["note_truncated"]
+    assert "173 earlier nodes not drawn" in note and "max_nodes=30" in note  # 100 tanh + sum: 203 nodes
+    assert find(g, "<b>output</b>")
+    assert ("note_truncated", next(d for s, d in dot_edges(g) if s == "note_truncated")) in dot_edges(g)
+    assert len(dot_nodes(viz.draw_graph(y.sum(), max_nodes=None))) == 203
+
+
+# --------------------------------------------------------------------------------------
+# save
+# --------------------------------------------------------------------------------------
+
+
+def test_save_writes_dot_source_for_gv_and_dot(tmp_path):
+    _, _, _, loss = mlp_loss()
+    g = viz.draw_graph(loss)
+    for name in ["graph.gv", "graph.dot"]:
+        assert viz.save(g, tmp_path / name) == str(tmp_path / name)
+        assert (tmp_path / name).read_text() == g.source
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["graph.dot", "graph.gv"]  # no temporary files left
+    with pytest.raises(ValueError, match=r"\.svg"):
+        viz.save(g, tmp_path / "graph.jpeg")
+
+
+def test_save_without_graphviz_writes_the_source_and_says_how_to_install_it(tmp_path, monkeypatch, capsys):
+    _, _, _, loss = mlp_loss()
+    g = viz.draw_graph(loss)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no `dot` to be found
+    written = viz.save(g, tmp_path / "graph.svg")
+    assert written == str(tmp_path / "graph.gv")
+    assert (tmp_path / "graph.gv").read_text() == g.source and not (tmp_path / "graph.svg").exists()
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert len(printed) == 1 and "apt-get install graphviz" in printed[0] and "brew install graphviz" in printed[0]
+
+
+@pytest.mark.skipif(not HAS_DOT, reason="Graphviz's `dot` is not installed")
+def test_save_renders_svg_png_and_pdf(tmp_path):
+    _, loss = net_and_loss()
+    g = viz.draw_graph(loss, show="grad")
+    svg, png, pdf = (viz.save(g, tmp_path / f"graph.{ext}") for ext in ["svg", "png", "pdf"])
+    text = open(svg, encoding="utf-8").read()
+    assert "<svg" in text and "blocks.0.attn (Attn)" in text and "‖grad‖" in text
+    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    assert open(pdf, "rb").read(5) == b"%PDF-"
+
+
+# --------------------------------------------------------------------------------------
+# print_graph
+# --------------------------------------------------------------------------------------
+
+
+def test_print_graph_lists_one_tensor_per_line_like_a_program(capsys):
+    x, w, b, loss = mlp_loss()
+    viz.print_graph((x @ w + b).tanh().mean() * 0.5, params={"w": w})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "graph of a scalar float32 output: 5 ops, 3 leaves"
+    body = [re.sub(r"\s+", " ", line) for line in lines[1:]]
+    assert body[0] == "%0 x constant (4, 3) float32"
+    assert body[1] == "%1 w parameter (3, 2) float32"
+    assert body[2] == "%2 matmul(%0, %1) (4, 2) float32"
+    assert body[-2] == "%6 mean(%5) scalar float32"
+    assert body[-1] == "%7 mul(%6, 0.5) scalar float32 output"  # the 0.5 is written inline, not given a line
+
+
+def test_print_graph_shows_modules_gradients_and_respects_max_nodes(capsys):
+    _, loss = net_and_loss()
+    viz.print_graph(loss, show="grad", max_nodes=5)
+    lines = capsys.readouterr().out.splitlines()
+    assert re.match(r"\.\.\. \d+ earlier tensors not shown \(max_nodes=5\)", lines[1])
+    assert len(lines) == 2 + 5
+    assert "blocks.1 (Block)" in lines[-2] and "‖grad‖" in lines[-2]
+    previous = lines[-2].split()[0]
+    assert lines[-1].split()[1:3] == [f"sum({previous})", "scalar"] and lines[-1].endswith("output")
+
+
+# --------------------------------------------------------------------------------------
+# The demo
+# --------------------------------------------------------------------------------------
+
+
+def test_demo_draws_its_four_graphs(tmp_path, capsys):
+    from demos import draw_graphs
+
+    written = draw_graphs.main(["--out", str(tmp_path)])
+    names = ["scalar_expression", "attention_head", "transformer_block", "rnn_unrolled"]
+    assert list(written) == names
+    for name in names:
+        assert (tmp_path / f"{name}.gv").stat().st_size > 0
+        assert (tmp_path / f"{name}.svg").exists() == HAS_DOT
+    block = (tmp_path / "transformer_block.gv").read_text()
+    assert "attn.q_proj (Linear)" in block and "mlp.fc.weight" in block
+    assert "‖grad‖" in (tmp_path / "rnn_unrolled.gv").read_text()
+    assert "tanh(%8)" in capsys.readouterr().out
