@@ -125,10 +125,10 @@ def plot(rnn_curve: np.ndarray, lstm_curve: np.ndarray, out_dir) -> None:
     distance = T - np.arange(T + 1)  # how many steps h_t lies before h_T
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     ax.semilogy(distance, rnn_curve, "o-", ms=3, color="tab:red", label="RNN  (tanh recurrence)")
-    ax.semilogy(distance, lstm_curve, "s-", ms=3, color="tab:blue", label="LSTM (same size, forget bias 1)")
+    ax.semilogy(distance, lstm_curve, "s-", ms=3, color="tab:blue", label="LSTM (same size, forget-gate bias +1)")
     ax.set_xlabel(f"steps back from the last token  ({T} - t)")
     ax.set_ylabel(rf"$\|\partial h_{{{T}}} / \partial h_t\|$  (Frobenius norm)")
-    ax.set_title("How much the last state still depends on earlier ones\n(backprop, recorded by hooks on each h_t)")
+    ax.set_title("How much the last state still depends on earlier ones\n(backprop, recorded by a hook on each $h_t$)")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend()
     path = save_figure(fig, out_dir / "gradient_through_time.png")
