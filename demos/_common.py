@@ -33,7 +33,8 @@ def central_difference_grads(fn, inputs, eps: float = 1e-6) -> list[np.ndarray]:
     grads = []
     with mg.no_grad():
         for x in inputs:
-            flat = x.data.reshape(-1)  # a view (tensors made from ndarrays own contiguous copies)
+            x.data = np.ascontiguousarray(x.data)
+            flat = x.data.reshape(-1)  # a view: writing to it perturbs the input
             g = np.zeros(flat.size)
             for i in range(flat.size):
                 orig = flat[i]
@@ -62,7 +63,8 @@ def central_difference_jacobian(fn, x, eps: float = 1e-6) -> np.ndarray:
     """d fn(x) / d x of shape ``fn(x).shape + x.shape``, one input element at a time."""
     with mg.no_grad():
         out_shape = fn(x).shape
-        flat = x.data.reshape(-1)
+        x.data = np.ascontiguousarray(x.data)
+        flat = x.data.reshape(-1)  # a view: writing to it perturbs the input
         columns = []
         for i in range(flat.size):
             orig = flat[i]
