@@ -1,0 +1,102 @@
+"""The benchmarks run end to end (tiny configs, a few steps) and print the rows they promise.
+
+Times are never asserted, only that each table has its rows and its numbers are
+numbers; torch is optional, so the torch columns are checked only when it is installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks import _util
+
+ROOT = Path(__file__).resolve().parents[1]
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def run(module: str, *args: str) -> str:
+    env = {**os.environ, **_util.thread_env(1), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", module, "--threads", "1", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"{module} {args} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def table_row(output: str, first_cell: str) -> list[str]:
+    """The cells of the Markdown table row whose first cell starts with ``first_cell``."""
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0].startswith(first_cell):
+            return cells
+    raise AssertionError(f"no table row starting with {first_cell!r} in:\n{output}")
+
+
+def number(cell: str) -> float:
+    match = re.match(r"[\d,]+(\.\d+)?", cell)
+    assert match, f"not a number: {cell!r}"
+    return float(match.group(0).replace(",", ""))
+
+
+def test_train_step_minigrad_only():
+    out = run("benchmarks.train_step", "--quick", "--no-torch", "--census")
+    assert "### XS:" in out
+    row = table_row(out, "stand-in GPT") if "stand-in" in out else table_row(out, "models.GPT")
+    params, loss, step_median, step_min = (number(c) for c in row[1:5])
+    assert params > 0 and step_min <= step_median
+    assert abs(loss - 4.17) < 0.3  # ~ln(65) for a freshly initialised model
+    assert "torch" not in out.split("### XS:")[1].split("minigrad op census")[0]  # no torch row
+    assert "minigrad op census" in out and "float64 op outputs" in out
+    matmul = table_row(out, "matmul")  # the per-op census table
+    assert number(matmul[1]) > 0 and number(matmul[2]) == 2 * number(matmul[1])  # backward: 2 matmuls per matmul
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch not installed (pip install torch==2.13.0)")
+def test_train_step_against_torch():
+    out = run("benchmarks.train_step", "--quick")
+    minigrad = table_row(out, "stand-in GPT") if "stand-in" in out else table_row(out, "models.GPT")
+    torch_row = table_row(out, "torch")
+    assert number(minigrad[1]) == number(torch_row[1])  # the same model: the same parameter count
+    assert abs(number(minigrad[2]) - number(torch_row[2])) < 0.1  # and about the same loss at init
+    assert "minigrad / torch:" in out
+
+
+def test_train_step_profile():
+    out = run("benchmarks.train_step", "--profile", "--quick", "--profile-top", "5")
+    assert "cProfile of 1 minigrad training step" in out
+    assert "tottime" in out and "function calls" in out
+
+
+def test_op_overhead():
+    out = run("benchmarks.op_overhead", "--quick")
+    for first in ("add", "matmul", "softmax(axis=-1)", "forward, per op", "backward, per node", "x @ W_fc",
+                  "Q K^T", "gelu, tanh form", "cross_entropy"):
+        row = table_row(out, first)
+        assert all(number(c) >= 0 for c in row[1:] if c not in ("", "-"))
+    assert ("torch us (no grad)" in out) == HAS_TORCH
+
+
+def test_generation():
+    out = run("benchmarks.generation", "--quick")
+    if "not available yet" in out:
+        pytest.skip("models.GPT with generate(use_cache=...) does not exist yet")
+    for prompt_len in ("4", "12"):
+        row = table_row(out, prompt_len)
+        assert "differ" not in row[0]  # cached and uncached greedy decoding agree
+        assert number(row[3]) > 0 and number(row[5]) > 0
+
+
+def test_markdown_table_and_interleave():
+    table = _util.markdown_table(["a", "bb"], [[1, "x"], [22, "yyy"]])
+    lines = table.splitlines()
+    assert len(lines) == 4 and len({len(line) for line in lines}) == 1  # header, rule, two rows, aligned
+    order = []
+    times = _util.interleave({"A": lambda: order.append("A"), "B": lambda: order.append("B")}, rounds=3, warmup=1)
+    assert order == ["A", "B"] * 4  # in turn, warmup included
+    assert len(times["A"]) == len(times["B"]) == 3
