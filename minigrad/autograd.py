@@ -103,11 +103,19 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
             if id(t) in target_ids or (t._op is not None and any(id(x) in wanted for x in t._inputs)):
                 wanted.add(id(t))
 
-    # A .grad stored by a plain backward must own its memory: optimizers may update it
-    # in place. A VJP can hand back a read-only broadcast view (sum's), a view of an
-    # array another leaf also gets (add's g, reshaped), or the caller's own gradient.
-    # Keyed by the id of the array that owns the memory (a view's .base).
+    # Every gradient handed out (.grad, or grad()'s results) must own its memory: optimizers
+    # update gradients in place. A VJP can hand back a read-only broadcast view (sum's), a
+    # view of an array another leaf also gets (add's g, reshaped), or the caller's own
+    # gradient. Keyed by the id of the array that owns the memory (a view's .base).
     taken_memory: set[int] = {id(_owner(g.data)) for g in root_grads}
+
+    def owned(g: Tensor) -> Tensor:
+        if id(_owner(g.data)) in taken_memory or not g.data.flags.writeable:
+            # Under create_graph the copy must be recorded: astype to the same dtype copies.
+            g = g.astype(g.dtype) if create_graph else Tensor._wrap(g.data.copy())
+        taken_memory.add(id(_owner(g.data)))
+        return g
+
     with set_grad_enabled(create_graph):
         for t in reversed(order):
             g = grads.pop(id(t), None)
@@ -120,14 +128,10 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
                         g = replaced if isinstance(replaced, Tensor) else Tensor._wrap(np.asarray(replaced))
             if targets is not None:
                 if id(t) in target_ids:
-                    found[id(t)] = g
+                    found[id(t)] = owned(g)
             elif t._op is None or t._retains_grad:
                 if t.grad is None:
-                    if not create_graph:
-                        if id(_owner(g.data)) in taken_memory or not g.data.flags.writeable:
-                            g = Tensor._wrap(g.data.copy())
-                        taken_memory.add(id(_owner(g.data)))
-                    t.grad = g
+                    t.grad = g = owned(g)
                 elif create_graph:
                     t.grad = t.grad + g
                 else:

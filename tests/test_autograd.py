@@ -63,21 +63,29 @@ def test_broadcast_gradients_are_summed_back_to_input_shapes(rng):
     np.testing.assert_allclose(c.grad.data, 2 * 3 * 4)
 
 
-def test_leaf_grads_are_separate_writable_arrays():
+def _gradients(mode, loss, leaves):
+    if mode == "grad":
+        return mg.grad(loss, leaves)
+    loss.backward(create_graph=mode == "create_graph")
+    return [x.grad for x in leaves]
+
+
+@pytest.mark.parametrize("mode", ["backward", "create_graph", "grad"])
+def test_leaf_grads_are_separate_writable_arrays(mode):
     # add's VJP hands the same gradient to both inputs, reshape's gives views of it,
     # and sum's is a read-only broadcast view: each leaf must still get its own array,
     # since optimizers update gradients in place.
     a, b = leaf(np.zeros((2, 3))), leaf(np.zeros((2, 3)))
-    (a + b).sum().backward()
-    assert a.grad.data is not b.grad.data
+    ga, gb = _gradients(mode, (a + b).sum(), [a, b])
+    assert ga is not gb and ga.data is not gb.data
     c, d = leaf(np.zeros((2, 3))), leaf(np.zeros((2, 3)))
-    (c.reshape(6) + d.reshape(6)).sum().backward()
-    assert not np.shares_memory(c.grad.data, d.grad.data)
-    for x in (a, b, c, d):
-        assert x.grad.data.flags.writeable
-        x.grad.data *= 2.0  # would raise on a read-only view, or double the other leaf's
-    np.testing.assert_array_equal(a.grad.data, np.full((2, 3), 2.0))
-    np.testing.assert_array_equal(d.grad.data, np.full((2, 3), 2.0))
+    gc, gd = _gradients(mode, (c.reshape(6) + d.reshape(6)).sum(), [c, d])
+    assert not np.shares_memory(gc.data, gd.data)
+    for g in (ga, gb, gc, gd):
+        assert g.data.flags.writeable
+        g.data *= 2.0  # would raise on a read-only view, or double the other leaf's
+    np.testing.assert_array_equal(ga.data, np.full((2, 3), 2.0))
+    np.testing.assert_array_equal(gd.data, np.full((2, 3), 2.0))
 
 
 def test_leaf_grad_does_not_alias_the_callers_gradient():
