@@ -23,7 +23,7 @@ import numpy as np
 from ..tensor import Tensor
 from .attention import KVCache, MultiHeadAttention
 from .feedforward import MLP, SwiGLU
-from .layers import Dropout, LayerNorm, RMSNorm
+from .layers import Dropout, LayerNorm, RMSNorm, describe
 from .module import Module
 from .positional import RotaryEmbedding
 
@@ -46,6 +46,7 @@ class TransformerBlock(Module):
             raise ValueError(f"TransformerBlock: norm must be 'layernorm' or 'rmsnorm', not {norm!r}")
         if mlp not in ("gelu", "gelu_tanh", "relu", "swiglu"):
             raise ValueError(f"TransformerBlock: mlp must be 'gelu', 'gelu_tanh', 'relu' or 'swiglu', not {mlp!r}")
+        self.d_model, self.n_heads = d_model, n_heads
         self.norm_first, self.causal, self.has_cross_attention = norm_first, causal, cross_attention
 
         def make_norm():
@@ -74,6 +75,8 @@ class TransformerBlock(Module):
         decoding. With ``need_weights`` returns ``(x, weights)``, weights a dict
         {'attn': (B, H, T, T_keys), 'cross_attn': (B, H, T, S)}.
         """
+        if x.ndim != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"{describe(self)}: x must be (B, T, d_model={self.d_model}), got shape {x.shape}")
         if self.has_cross_attention and memory is None:
             raise ValueError("TransformerBlock: this block has cross-attention, so it needs memory (B, S, d_model)")
         if not self.has_cross_attention and memory is not None:
@@ -109,4 +112,5 @@ class TransformerBlock(Module):
         kind = "decoder" if self.causal else "encoder"
         if self.has_cross_attention:
             kind += " with cross-attention"
-        return f"{kind}, {'pre-norm' if self.norm_first else 'post-norm'}"
+        placement = "pre-norm" if self.norm_first else "post-norm"
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, {kind}, {placement}"
