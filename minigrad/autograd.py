@@ -73,6 +73,8 @@ def _as_grad(gradient, t: Tensor) -> Tensor:
                                f"pass gradient=... of that shape, or reduce the output to a scalar first")
         return Tensor._wrap(np.ones(t.shape, dtype=t.dtype))
     g = gradient if isinstance(gradient, Tensor) else Tensor._wrap(np.asarray(gradient, dtype=t.dtype))
+    if g.dtype != t.dtype and t.dtype.kind == "f":
+        g = g.astype(t.dtype)  # a float64 gradient would otherwise make float32 leaves' grads float64
     if g.shape != t.shape:
         raise OpError(f"backward: gradient has shape {g.shape} but the output has shape {t.shape}")
     return g

@@ -45,6 +45,14 @@ def test_gradient_has_the_leaf_dtype_and_shape():
     np.testing.assert_array_equal(x.grad.data, np.full((2, 3), 0.5, np.float32))
 
 
+def test_a_float64_upstream_gradient_does_not_upcast_float32_grads():
+    x = mg.Tensor(np.ones(3, np.float32), requires_grad=True)
+    (x * 2.0).backward(mg.Tensor(np.ones(3)))
+    assert x.grad.dtype == np.float32
+    (g,) = mg.grad(x * 2.0, x, grad_outputs=mg.Tensor(np.ones(3)))
+    assert g.dtype == np.float32
+
+
 def test_shared_leaf_used_twice_sums_both_paths():
     x = leaf([0.5, 1.5])
     y = x.exp() + x * x  # d/dx = e**x + 2x
