@@ -88,6 +88,10 @@ def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
     Every float64 input with ``requires_grad=True`` is checked against every
     float output. On a mismatch it raises ``GradcheckError`` naming the input,
     the worst element's index and both values.
+
+    The finite differences evaluate ``fn`` under ``no_grad`` (they need no graph),
+    so a ``fn`` that takes gradients itself (a gradient penalty) must do that
+    inside ``with enable_grad():``.
     """
     inputs = _as_tuple(inputs)
     picked = _differentiable(inputs)
