@@ -374,6 +374,31 @@ def test_collapse_folds_deeper_modules_into_one_node_each():
     assert find(g1, "<b>blocks.1.attn (Attn)</b>")
 
 
+class Tiny(Module):
+    def __init__(self):
+        self.p = mg.tensor(np.ones(4), requires_grad=True)
+
+    def forward(self, x):
+        return x * self.p * 1e-6
+
+
+class HasTiny(Module):
+    def __init__(self):
+        self.tiny = Tiny()
+
+    def forward(self, x):
+        return self.tiny(x).sum()
+
+
+def test_the_gradient_legend_spans_the_drawn_tensors_only():
+    loss = HasTiny()(mg.tensor(np.full(4, 1.0), name="x"))
+    g = viz.draw_graph(loss, show="grad")
+    assert "‖grad‖ 2.00e-06" in dot_nodes(g)[find(g, "<b>tiny.p</b>")]
+    assert ">1e-6<" in dot_nodes(g)["legend"]
+    folded = viz.draw_graph(loss, show="grad", collapse=0)  # tiny.p is inside the fold now
+    assert ">1e-6<" not in dot_nodes(folded)["legend"] and ">1e0<" in dot_nodes(folded)["legend"]
+
+
 def test_a_graph_over_max_nodes_is_folded_first_with_a_note():
     _, loss = net_and_loss(n_blocks=6)
     g = viz.draw_graph(loss, max_nodes=40)

@@ -30,7 +30,7 @@ from .graph import Graph, Node, collect, fmt_constant, fmt_number, fmt_shape, mo
 
 SHOWS = ("shape", "data", "grad")
 RANKDIRS = ("LR", "TB", "RL", "BT")
-MAX_NODES = 300  # about what Graphviz still lays out legibly
+MAX_NODES = 200  # about what still reads as a picture rather than a map
 FONT = "Helvetica,Arial,sans-serif"
 PNG_DPI = 144
 DATA_MAX_SIZE = 12  # show="data" prints tensors up to this many elements in full
@@ -87,20 +87,24 @@ def _layout(graph: Graph, collapse: int | None) -> _Layout:
     cut = None if collapse is None else collapse + 1  # scope entries kept as clusters
 
     def fold_of(node: Node) -> tuple | None:
-        """The module path a node is folded into (None: drawn itself)."""
+        """The module path an op is folded into (None: drawn itself)."""
         if cut is None or node.is_leaf or len(node.scope) <= cut:
             return None
         return node.scope[: cut + 1]
 
+    def only_user(node: Node) -> tuple | None:
+        """The fold that every op reading ``node`` is in, if there is one such fold."""
+        folds = [fold_of(c) for c in node.consumers]
+        if not folds or any(f is None for f in folds) or len({_key(f) for f in folds}) != 1:
+            return None
+        return folds[0]
+
     def leaf_fold(node: Node) -> tuple | None:
         """A leaf goes into a fold when only that fold uses it and it is a parameter or has no name
         (a named input such as ``x`` stays in view, so the picture still shows what goes in)."""
-        folds = {_key(f) if f else None for f in map(fold_of, node.consumers)}
-        if node.kind == "output" or len(folds) != 1 or None in folds:
+        if node.kind == "output" or (node.kind != "parameter" and node.name is not None):
             return None
-        if node.kind != "parameter" and node.name is not None:
-            return None
-        return fold_of(node.consumers[0])
+        return only_user(node)
 
     items, folds, where = [], {}, {}  # where: id(node) -> its tensor's item id (a fold's, if hidden)
 
@@ -130,9 +134,8 @@ def _layout(graph: Graph, collapse: int | None) -> _Layout:
             fold = fold_item(f)
             fold.members.append(node)
             op_at[id(node)] = fold.id
-            stays_inside = node.kind != "output" and node.consumers and all(
-                fold_of(c) is not None and _key(fold_of(c)) == _key(f) for c in node.consumers)
-            if stays_inside:
+            used_only_inside = only_user(node)
+            if node.kind != "output" and used_only_inside is not None and _key(used_only_inside) == _key(f):
                 where[id(node)] = fold.id
                 continue
             items.append(_Item(f"t{node.index}", "tensor", node, f[:-1]))
@@ -311,7 +314,8 @@ def _emit(graph: Graph, layout: _Layout, show: str, rankdir: str):
                        height="0.3"),
         edge_attr=dict(color="#868e96", arrowsize="0.6", penwidth="0.9"),
     )
-    scale = _GradScale.of(n.grad_norm for n in graph.nodes) if show == "grad" else None
+    drawn = [it.node for it in layout.items if it.kind == "tensor"]  # folded-away tensors do not set the scale
+    scale = _GradScale.of(n.grad_norm for n in drawn) if show == "grad" else None
 
     def attrs(item: _Item) -> dict:
         node = item.node

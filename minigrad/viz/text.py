@@ -4,9 +4,16 @@ The listing is in the order the graph was computed, like a program: leaves
 first, then ``%7 = matmul(%3, %5)`` lines, the output last. Numbers that met
 a tensor in an op (the ``0.5`` in ``x * 0.5``) are written inline.
 
-    %0  x           constant   (4, 3) float32
-    %1  w           parameter  (3, 2) float32
-    %2              matmul(%0, %1)  (4, 2) float32   mlp (MLP)
+    graph of a scalar float32 output: 3 ops, 3 leaves
+    %0  x       constant        (4, 3) float32
+    %1  fc.weight  parameter    (3, 2) float32
+    %2          matmul(%0, %1)  (4, 2) float32  fc (Linear)
+    ...
+    %5          mean(%4)        scalar float32  output
+
+Columns: the tensor's number, its name, how it was made (or what kind of
+leaf it is), shape and dtype, with ``show="data"``/``"grad"`` its value and
+gradient, and the module that ran the op.
 """
 
 from __future__ import annotations
