@@ -280,6 +280,20 @@ def test_attention_errors_name_the_shapes():
         F.scaled_dot_product_attention(q, k, v, attn_mask=np.ones((3, 4), int))
 
 
+def test_fused_attention_agrees_with_the_composite():
+    if "attention" not in mg.OPS:
+        pytest.skip("the op table has no fused attention primitive yet")
+    q, k, v = qkv(H=4, Hkv=2)
+    keep = np.random.default_rng(0).random((2, 1, 3, 4)) < 0.6
+    keep[0, 0, 1] = False  # one fully masked row
+    fused = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=True, enable_gqa=True)
+    composite = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, is_causal=True, enable_gqa=True,
+                                               return_weights=True)[0]  # asking for weights takes the composite
+    np.testing.assert_allclose(fused.data, composite.data, rtol=1e-12, atol=1e-14)
+    assert mg.gradcheck(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=keep, enable_gqa=True),
+                        (q, k, v))
+
+
 def test_attention_keeps_float32():
     q, k, v = (t.astype(np.float32) for t in qkv())
     assert F.scaled_dot_product_attention(q, k, v, is_causal=True).dtype == np.float32

@@ -1,5 +1,7 @@
 """nn.Module, Parameter and the containers: registration, names, modes, dtype, checkpoints, repr."""
 
+import copy
+
 import numpy as np
 import pytest
 from nn_helpers import randn
@@ -244,3 +246,12 @@ def test_manual_seed_makes_initialisation_reproducible():
     assert all(np.array_equal(first[n], second[n]) for n in first)
     rng_a, rng_b = np.random.default_rng(5), np.random.default_rng(5)
     np.testing.assert_array_equal(nn.Linear(3, 3, rng=rng_a).weight.data, nn.Linear(3, 3, rng=rng_b).weight.data)
+
+
+def test_deepcopy_makes_independent_parameters_and_keeps_ties():
+    model = Tiny()
+    clone = copy.deepcopy(model)
+    assert clone.head.weight is clone.embed.weight and clone.embed.weight is not model.embed.weight
+    assert isinstance(clone.embed.weight, nn.Parameter) and clone.embed.weight.requires_grad
+    clone.embed.weight.data += 1.0
+    assert not np.allclose(clone.embed.weight.data, model.embed.weight.data)

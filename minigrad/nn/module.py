@@ -270,6 +270,7 @@ class Sequential(Module):
         return iter(self._modules.values())
 
     def append(self, module: Module) -> Sequential:
+        """Add a module at the end."""
         setattr(self, str(len(self)), module)
         return self
 
@@ -283,12 +284,14 @@ class ModuleList(Module):
             self.append(module)
 
     def append(self, module: Module) -> ModuleList:
+        """Add a module at the end (named by its index)."""
         if not isinstance(module, Module):
             raise TypeError(f"ModuleList: can only hold Modules, not {type(module).__name__}")
         setattr(self, str(len(self)), module)
         return self
 
     def extend(self, modules: Iterable[Module]) -> ModuleList:
+        """Append each of ``modules``."""
         for module in modules:
             self.append(module)
         return self
@@ -335,10 +338,13 @@ class ModuleDict(Module):
         return iter(self._modules)
 
     def keys(self):
+        """The names, in insertion order."""
         return self._modules.keys()
 
     def values(self):
+        """The modules, in insertion order."""
         return self._modules.values()
 
     def items(self):
+        """(name, module) pairs, in insertion order."""
         return self._modules.items()
