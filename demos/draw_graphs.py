@@ -6,11 +6,12 @@
    value and gradient (``show="data"``);
 2. ``attention_head``: one causal self-attention head built from Tensor ops,
    with its weights, shapes and named intermediates;
-3. ``transformer_block``: a pre-norm transformer block; every module's ops are
-   boxed in a cluster named like its parameters (``attn.q_proj``...);
+3. ``transformer_block``: ``minigrad.nn.TransformerBlock``; the ops of every
+   module it calls are boxed in a cluster named like its parameters
+   (``attn.q_proj (Linear)``...);
 4. ``rnn_unrolled``: an RNN unrolled over 6 steps, each tensor coloured by the
-   size of its gradient (``show="grad"``): the gradient shrinks about tenfold
-   every two steps back, the vanishing gradient, plain to see.
+   size of its gradient (``show="grad"``): it shrinks about fourfold with
+   every step back in time, the vanishing gradient, plain to see.
 
 Each graph is written as DOT source (``.gv``) and, when Graphviz's ``dot`` is
 installed, rendered to ``.svg``. ``viz.print_graph`` prints the first one.
@@ -26,8 +27,7 @@ from pathlib import Path
 import numpy as np
 
 import minigrad as mg
-from minigrad import ops, viz
-from minigrad.tensor import module_scope
+from minigrad import nn, viz
 
 
 def scalar_expression():
@@ -61,95 +61,12 @@ def attention_head(rng: np.random.Generator):
     return out, viz.draw_graph(out, params={"W_q": W_q, "W_k": W_k, "W_v": W_v})
 
 
-# --------------------------------------------------------------------------------------
-# A transformer block. These small modules stand in for minigrad.nn's: what viz needs
-# from a module is that calling it runs forward inside module_scope(self), and a
-# named_modules() that names its parts.
-# --------------------------------------------------------------------------------------
-
-
-class Module:
-    def __call__(self, *args):
-        with module_scope(self):
-            return self.forward(*args)
-
-    def named_modules(self, prefix: str = ""):
-        yield prefix, self
-        for name, child in vars(self).items():
-            if isinstance(child, Module):
-                yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
-
-    def named_parameters(self):
-        for prefix, module in self.named_modules():
-            for name, value in vars(module).items():
-                if isinstance(value, mg.Tensor) and value.requires_grad:
-                    yield (f"{prefix}.{name}" if prefix else name), value
-
-
-class Linear(Module):
-    def __init__(self, n_in: int, n_out: int, rng: np.random.Generator):
-        self.weight = mg.tensor(rng.standard_normal((n_in, n_out)).astype(np.float32) / math.sqrt(n_in),
-                                requires_grad=True)
-        self.bias = mg.zeros(n_out, requires_grad=True)
-
-    def forward(self, x):
-        return x @ self.weight + self.bias
-
-
-class LayerNorm(Module):
-    def __init__(self, n: int):
-        self.weight, self.bias = mg.ones(n, requires_grad=True), mg.zeros(n, requires_grad=True)
-
-    def forward(self, x):
-        return ops.layer_norm(x, self.weight, self.bias)
-
-
-class CausalSelfAttention(Module):
-    def __init__(self, C: int, n_heads: int, rng: np.random.Generator):
-        self.n_heads = n_heads
-        self.q_proj, self.k_proj, self.v_proj = (Linear(C, C, rng) for _ in range(3))
-        self.out_proj = Linear(C, C, rng)
-
-    def forward(self, x):
-        B, T, C = x.shape
-        hd = C // self.n_heads
-
-        def heads(t):  # (B, T, C) -> (B, n_heads, T, hd)
-            return t.reshape(B, T, self.n_heads, hd).transpose(0, 2, 1, 3)
-
-        q, k, v = heads(self.q_proj(x)), heads(self.k_proj(x)), heads(self.v_proj(x))
-        scores = (q @ k.swapaxes(-1, -2)) * (1 / math.sqrt(hd))  # (B, n_heads, T, T)
-        future = np.triu(np.ones((T, T), dtype=bool), k=1)
-        weights = scores.masked_fill(future, -np.inf).softmax(axis=-1)
-        y = (weights @ v).transpose(0, 2, 1, 3).reshape(B, T, C)  # heads side by side again
-        return self.out_proj(y)
-
-
-class MLP(Module):
-    def __init__(self, C: int, rng: np.random.Generator):
-        self.fc, self.proj = Linear(C, 4 * C, rng), Linear(4 * C, C, rng)
-
-    def forward(self, x):
-        return self.proj(ops.gelu(self.fc(x)))
-
-
-class TransformerBlock(Module):
-    """x + attn(ln1(x)), then + mlp(ln2(.)): GPT-2's pre-norm block."""
-
-    def __init__(self, C: int, n_heads: int, rng: np.random.Generator):
-        self.ln1, self.attn = LayerNorm(C), CausalSelfAttention(C, n_heads, rng)
-        self.ln2, self.mlp = LayerNorm(C), MLP(C, rng)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
-
-
 def transformer_block(rng: np.random.Generator):
-    block = TransformerBlock(C=16, n_heads=2, rng=rng)
-    x = mg.tensor(rng.standard_normal((2, 5, 16)).astype(np.float32), name="x")  # (B, T, C)
+    """A causal pre-norm block from minigrad.nn: each module it calls becomes a labelled cluster."""
+    block = nn.TransformerBlock(d_model=16, n_heads=2, causal=True, rng=rng)
+    x = mg.tensor(rng.standard_normal((2, 5, 16)).astype(np.float32), name="x")  # (B, T, d_model)
     out = block(x)
-    # Parameters are named from block.named_parameters() on their own; rankdir="TB" suits a deep stack.
+    # Parameters are named from block.named_parameters() without being passed; TB suits a deep stack.
     return out, viz.draw_graph(out, rankdir="TB")
 
 

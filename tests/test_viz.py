@@ -505,6 +505,9 @@ def test_demo_draws_its_four_graphs(tmp_path, capsys):
         assert (tmp_path / f"{name}.gv").stat().st_size > 0
         assert (tmp_path / f"{name}.svg").exists() == HAS_DOT
     block = (tmp_path / "transformer_block.gv").read_text()
-    assert "attn.q_proj (Linear)" in block and "mlp.fc.weight" in block
-    assert "‖grad‖" in (tmp_path / "rnn_unrolled.gv").read_text()
+    assert "attn.q_proj (Linear)" in block and "mlp.up_proj.weight" in block
+    assert "attn (MultiHeadAttention)" in block
+    rnn = (tmp_path / "rnn_unrolled.gv").read_text()
+    norms = [float(re.search(rf"<b>h{t}</b>.*?‖grad‖ ([0-9.e+-]+)", rnn).group(1)) for t in range(7)]
+    assert all(a < b / 2 for a, b in zip(norms, norms[1:]))  # the gradient vanishes going back in time
     assert "tanh(%8)" in capsys.readouterr().out
