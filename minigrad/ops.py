@@ -246,6 +246,8 @@ class pow:
         return x ** exponent
 
     def vjp(g, out, x, *, exponent):
+        if exponent == 0:  # x ** 0 is constant; x ** -1 would make 0 * inf = NaN at x = 0
+            return (g * 0.0,)
         return (g * exponent * x ** (exponent - 1),)
 
 
@@ -572,8 +574,9 @@ class log_softmax:
 
     def forward(x, *, axis=-1):
         shifted = x - _stable_max(x, axis)
-        with np.errstate(divide="ignore"):
-            return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+        total = np.exp(shifted).sum(axis=axis, keepdims=True)
+        # A row that is all -inf stays -inf (log 1 = 0 is subtracted), instead of -inf - -inf = NaN.
+        return shifted - np.log(np.where(total == 0, 1, total))
 
     def vjp(g, out, x, *, axis=-1):
         return (g - out.exp() * g.sum(axis=axis, keepdims=True),)
@@ -598,10 +601,10 @@ class matmul:
         a2 = a.reshape(1, -1) if a.ndim == 1 else a
         b2 = b.reshape(-1, 1) if b.ndim == 1 else b
         g2 = g
-        if a.ndim == 1:
-            g2 = g2.unsqueeze(-2)
+        if a.ndim == 1:  # put back the row axis NumPy dropped (g may be 0-d for vector @ vector)
+            g2 = g2.reshape(g2.shape[:-1] + (1,) + g2.shape[-1:] if g2.ndim else (1,))
         if b.ndim == 1:
-            g2 = g2.unsqueeze(-1)
+            g2 = g2.reshape(g2.shape + (1,))
         ga = g2 @ b2.swapaxes(-1, -2)
         if b2.ndim == 2 and a2.ndim > 2:
             # A weight matrix shared across the batch: fold the batch into the rows

@@ -288,9 +288,7 @@ class Tensor:
     expand = broadcast_to
 
     def unsqueeze(self, axis: int) -> Tensor:
-        # Still wraps an out-of-range axis silently (unsqueeze(7) on a matrix): matmul's VJP in
-        # ops.py relies on that for 1-D @ 1-D (g.unsqueeze(-2) on a 0-d g). See tests/test_tensor.py.
-        axis = axis % (self.ndim + 1)
+        axis = _check_axis("unsqueeze", self, axis, self.ndim + 1)
         return self.reshape(self.shape[:axis] + (1,) + self.shape[axis:])
 
     def squeeze(self, axis=None) -> Tensor:
