@@ -277,6 +277,12 @@ def test_grad_mode_colours_each_tensor_by_its_gradient_norm_on_a_log_scale_with_
     assert all(f">1e{d}<" in legend for d in range(-3, 5)) and "NaN/Inf" in legend
 
 
+def test_a_narrow_gradient_range_gets_finer_legend_steps():
+    leaves, loss = chain_of_scales([1.0, 4.0])  # norms 2 and 8: within one decade
+    legend = dot_nodes(viz.draw_graph(loss, show="grad"))["legend"]
+    assert re.findall(r">([0-9.]+e-?\d+)<", legend) == ["1e0", "1.8e0", "3.2e0", "5.6e0", "1e1"]
+
+
 def test_grad_mode_marks_nan_and_inf_gradients_in_red():
     x = mg.tensor([0.0, 4.0], requires_grad=True, name="x")  # d sqrt(x)/dx is inf at 0
     y = mg.tensor([-1.0, 4.0], requires_grad=True, name="y")  # log(-1) is NaN...

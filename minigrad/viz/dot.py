@@ -233,11 +233,16 @@ class _GradScale:
         return _palette((np.log10(norm) - self.lo) / (self.hi - self.lo))
 
     def legend(self, title: str) -> str:
-        step = max(1, int(np.ceil((self.hi - self.lo) / 10)))
+        span = self.hi - self.lo
+        # About 5 to 10 swatches: every decade (or every other one) over a wide range,
+        # and steps of a half or a quarter decade over a narrow one.
+        step = 0.25 if span == 1 else 0.5 if span < 4 else float(np.ceil(span / 10))
         cells = []
-        for decade in range(self.lo, self.hi + 1, step):
-            fill = self.colour(10.0 ** decade)
-            cells.append(f'<td bgcolor="{fill}"><font color="{_ink_for(fill)}">1e{decade}</font></td>')
+        for exponent in np.arange(self.lo, self.hi + 1e-9, step):
+            fill = self.colour(10.0 ** exponent)
+            whole = int(np.floor(exponent))
+            mantissa = f"{10 ** (exponent - whole):.2g}"
+            cells.append(f'<td bgcolor="{fill}"><font color="{_ink_for(fill)}">{mantissa}e{whole}</font></td>')
         cells.append(f'<td bgcolor="{ZERO}">0</td>')
         cells.append(f'<td bgcolor="{NONFINITE}"><font color="#ffffff">NaN/Inf</font></td>')
         return (f'<<table border="0" cellborder="1" cellspacing="0" cellpadding="4" color="#adb5bd">'
