@@ -1,11 +1,11 @@
 """Stateless functions behind the layers, with ``torch.nn.functional``'s names and signatures.
 
-Everything here is a composite of Tensor ops, so its gradient comes from the op
-table. Where the op table has a fused primitive (gelu, layer_norm, rms_norm,
-cross_entropy, attention: one forward and one VJP instead of a dozen small
-ops), the function calls it; the composite spelled out next to it is the
-reference the primitive is tested against, and runs when the primitive is
-absent. All such choices go through ``_fused`` below, in one place.
+Everything here is made of op-table ops, so its gradient comes from the table.
+gelu, layer_norm, rms_norm and cross_entropy call the table's fused primitives
+(one forward and one VJP instead of a dozen small ops on the hot path); their
+docstrings in ``minigrad/ops.py`` spell out the equivalent composites, and the
+tests check the two agree. Attention stays a composite: a fused VJP would have
+to recompute Q K^T, so fusing it would save nothing here.
 
 Conventions that differ from PyTorch, on purpose:
 
@@ -26,11 +26,6 @@ import numpy as np
 from .. import ops as _ops
 from ..tensor import Tensor
 from .init import resolve_rng
-
-
-def _fused(name: str):
-    """The op table's fused primitive ``name``, or None when the engine does not have it."""
-    return _ops.OPS.get(name)
 
 
 def _array(x) -> np.ndarray:
@@ -66,16 +61,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """x * Phi(x), Phi the standard normal CDF; ``approximate='tanh'`` is GPT-2's tanh formula."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', not {approximate!r}")
-    fused = _fused("gelu")
-    if fused is not None:
-        return fused(input, approximate=approximate)
-    return _gelu_composite(input, approximate)
-
-
-def _gelu_composite(x: Tensor, approximate: str) -> Tensor:
-    if approximate == "tanh":
-        return 0.5 * x * (1.0 + (math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)).tanh())
-    return 0.5 * x * (1.0 + (x * (1.0 / math.sqrt(2.0))).erf())
+    return _ops.gelu(input, approximate=approximate)
 
 
 def softmax(input: Tensor, dim: int = -1) -> Tensor:
@@ -118,24 +104,8 @@ def cross_entropy(input: Tensor, target, ignore_index: int = -100, reduction: st
         raise IndexError(f"cross_entropy: target {target[out_of_range][0]} is out of range for {n_classes} classes "
                          f"(targets shape {target.shape}, ignore_index={ignore_index})")
     logits, flat = input.reshape(-1, n_classes), target.reshape(-1)  # (N, C), (N,)
-    fused = _fused("cross_entropy")
-    if fused is not None:
-        loss = fused(logits, flat, ignore_index=ignore_index, reduction=reduction)
-    else:
-        loss = _cross_entropy_composite(logits, flat, ignore_index, reduction)
+    loss = _ops.cross_entropy(logits, flat, ignore_index=ignore_index, reduction=reduction)
     return loss.reshape(target.shape) if reduction == "none" else loss
-
-
-def _cross_entropy_composite(logits: Tensor, target: np.ndarray, ignore_index: int, reduction: str) -> Tensor:
-    counted = target != ignore_index  # (N,)
-    log_probs = logits.log_softmax(axis=-1)  # (N, C)
-    picked = log_probs[np.arange(len(target)), np.where(counted, target, 0)]  # (N,)
-    losses = -picked.masked_fill(~counted, 0.0)
-    if reduction == "none":
-        return losses
-    if reduction == "sum":
-        return losses.sum()
-    return losses.sum() / float(max(int(counted.sum()), 1))
 
 
 # --------------------------------------------------------------------------------------
@@ -154,39 +124,17 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
                eps: float = 1e-5) -> Tensor:
     """(x - mean) / sqrt(var + eps) over the last axis, then ``* weight + bias``."""
     _check_last_axis("layer_norm", input, normalized_shape)
-    fused = _fused("layer_norm")
-    if fused is not None:
-        n = input.shape[-1]
-        weight = weight if weight is not None else np.ones(n, dtype=input.dtype)
-        bias = bias if bias is not None else np.zeros(n, dtype=input.dtype)
-        return fused(input, weight, bias, eps=eps)
-    return _layer_norm_composite(input, weight, bias, eps)
-
-
-def _layer_norm_composite(x: Tensor, weight, bias, eps: float) -> Tensor:
-    mean = x.mean(axis=-1, keepdims=True)  # (..., 1)
-    var = x.var(axis=-1, keepdims=True)  # (..., 1), population variance as in the paper
-    out = (x - mean) / (var + eps).sqrt()
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
+    n = input.shape[-1]
+    weight = weight if weight is not None else np.ones(n, dtype=input.dtype)  # constants: no gradient
+    bias = bias if bias is not None else np.zeros(n, dtype=input.dtype)
+    return _ops.layer_norm(input, weight, bias, eps=eps)
 
 
 def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
     """x / sqrt(mean(x**2) + eps) over the last axis, then ``* weight`` (no centring, no bias)."""
     _check_last_axis("rms_norm", input, normalized_shape)
-    fused = _fused("rms_norm")
-    if fused is not None:
-        weight = weight if weight is not None else np.ones(input.shape[-1], dtype=input.dtype)
-        return fused(input, weight, eps=eps)
-    return _rms_norm_composite(input, weight, eps)
-
-
-def _rms_norm_composite(x: Tensor, weight, eps: float) -> Tensor:
-    out = x / ((x * x).mean(axis=-1, keepdims=True) + eps).sqrt()
-    return out * weight if weight is not None else out
+    weight = weight if weight is not None else np.ones(input.shape[-1], dtype=input.dtype)
+    return _ops.rms_norm(input, weight, eps=eps)
 
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, rng: np.random.Generator | None = None) -> Tensor:
@@ -277,13 +225,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         keep = _group_heads(keep, len(scores_shape), n_kv, n_heads)
         bias = _group_heads(bias, len(scores_shape), n_kv, n_heads)
 
-    fused = _fused("attention")
-    if fused is not None and bias is None and dropout_p == 0.0 and not return_weights:
-        mask = keep if keep is not None else np.ones((n_queries, n_keys), dtype=bool)
-        out = fused(q, k, v, mask, scale=scale)
-        weights = None
-    else:
-        out, weights = _attention_composite(q, k, v, keep, bias, scale, dropout_p, rng)
+    out, weights = _attention(q, k, v, keep, bias, scale, dropout_p, rng)
     if grouped:
         out = out.reshape(out.shape[:-4] + (n_heads,) + out.shape[-2:])  # (..., Hq, Tq, Ev)
         if weights is not None:
@@ -291,7 +233,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     return (out, weights) if return_weights else out
 
 
-def _attention_composite(q, k, v, keep, bias, scale, dropout_p, rng):
+def _attention(q, k, v, keep, bias, scale, dropout_p, rng):
     """The attention formula op by op; returns the output and the weights (before dropout)."""
     scores = (q @ k.swapaxes(-1, -2)) * scale  # (..., Tq, Tk)
     if bias is not None:
