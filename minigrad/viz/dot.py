@@ -18,8 +18,8 @@ render SVG/PNG/PDF, and ``save`` falls back to writing the DOT source.
 from __future__ import annotations
 
 import html
+import itertools
 import os
-import tempfile
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -262,8 +262,6 @@ def _array_text(a: np.ndarray) -> str:
     return "<br/>".join(_esc(line) for line in text.splitlines())
 
 
-
-
 def _tensor_label(node: Node, show: str, ink: str) -> str:
     t = node.tensor
     name = node.name or ("output" if node.kind == "output" else None)
@@ -282,15 +280,16 @@ def _tensor_label(node: Node, show: str, ink: str) -> str:
         return f'<<table border="0" cellborder="0" cellspacing="0" cellpadding="2"><tr>{row}</tr></table>{warning}>'
 
     lines = [f"<b>{_esc(name)}</b>", _small(shape, muted)] if name else [shape]
-    if show == "data":
-        if t.size <= DATA_MAX_SIZE:
-            lines.append(_small(_array_text(t.data), ink))
-            if node.grad is not None:
-                lines.append(_small("grad " + _array_text(node.grad), muted))
-        else:
-            lines.append(_small(f"mean {fmt_number(t.data.mean())}  std {fmt_number(t.data.std())}", muted))
-    if show in ("data", "grad") and node.grad is not None and (show == "grad" or t.size > DATA_MAX_SIZE):
-        lines.append(_small(f"‖grad‖ {node.grad_norm:.2e}", ink))
+    grad_norm = None if node.grad is None else _small(f"‖grad‖ {node.grad_norm:.2e}", ink)
+    if show == "data" and t.size <= DATA_MAX_SIZE:  # small enough to print in full
+        lines.append(_small(_array_text(t.data), ink))
+        if node.grad is not None:
+            lines.append(_small("grad " + _array_text(node.grad), muted))
+    elif show == "data":
+        lines.append(_small(f"mean {fmt_number(t.data.mean())}  std {fmt_number(t.data.std())}", muted))
+        lines += [grad_norm] if grad_norm else []
+    elif show == "grad":
+        lines += [grad_norm] if grad_norm else []
     return "<" + "<br/>".join(lines) + warning + ">"
 
 
@@ -354,15 +353,14 @@ def _emit(graph: Graph, layout: _Layout, show: str, rankdir: str):
         if k:
             children.setdefault(k[:-1], []).append(k)
 
-    clusters_done: list[tuple] = []
+    numbers = itertools.count()  # Graphviz draws a subgraph as a box only if its name starts with "cluster"
 
     def fill(container, k: tuple) -> None:
         for item in by_path.get(k, []):
             container.node(item.id, **attrs(item))
         for child in children.get(k, []):
             depth = len(child) - 1
-            with container.subgraph(name=f"cluster_{len(clusters_done)}") as sub:
-                clusters_done.append(child)
+            with container.subgraph(name=f"cluster_{next(numbers)}") as sub:
                 sub.attr(label=f"<<b>{_esc(module_label(graph, paths[child]))}</b>>", labeljust="l",
                          style="rounded,filled", fillcolor=CLUSTER_FILLS[depth % len(CLUSTER_FILLS)],
                          color="#8796b0", fontsize="11", fontcolor="#364152", margin="10")
@@ -422,7 +420,7 @@ def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", ma
         raise ValueError(f"draw_graph: show must be one of {SHOWS}, got {show!r}")
     if rankdir not in RANKDIRS:
         raise ValueError(f"draw_graph: rankdir must be one of {RANKDIRS}, got {rankdir!r}")
-    if collapse is not None and (not isinstance(collapse, int) or collapse < 0):
+    if collapse is not None and (not isinstance(collapse, int) or isinstance(collapse, bool) or collapse < 0):
         raise ValueError(f"draw_graph: collapse must be None or a depth >= 0, got {collapse!r}")
     if max_nodes is not None and (not isinstance(max_nodes, int) or max_nodes < 1):
         raise ValueError(f"draw_graph: max_nodes must be None or a positive int, got {max_nodes!r}")
@@ -453,13 +451,10 @@ def _write_atomically(path: str, data: bytes) -> None:
     """Write to a temporary file beside ``path``, then rename: readers never see half a file."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
+        with open(tmp, "wb") as f:  # open(), not mkstemp: the file gets the usual permissions
             f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a drawing is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -15,6 +15,7 @@ This half of ``viz`` draws nothing. It walks back from a root tensor through
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,7 +63,6 @@ class Graph:
     root: Node
     nodes: list[Node]  # every node after its inputs; the root is last
     module_names: dict[int, str]  # id(module) -> dotted name under the outermost module that ran it
-    has_grads: bool = False
 
 
 def l2_norm(a: np.ndarray) -> float:
@@ -174,8 +174,9 @@ def _attach_gradients(graph: Graph) -> None:
 
     ``.grad`` is left alone (grad() returns gradients instead of accumulating
     them), the graph is retained, and hooks are switched off for the pass, so
-    drawing has no side effects: it shows what backward() delivers, before or
-    after the user calls it. A non-scalar root is treated like ``root.sum()``.
+    drawing has no side effects: it shows what backward() would deliver (less
+    any hooks), before or after the user calls it. A non-scalar root is treated
+    like ``root.sum()``.
     """
     root = graph.root.tensor
     if not root.requires_grad:
@@ -193,7 +194,6 @@ def _attach_gradients(graph: Graph) -> None:
             n.tensor._hooks = hooks[id(n.tensor)]
     for n, g in zip(targets, grads):
         n.grad = np.zeros(n.tensor.shape, n.tensor.dtype) if g is None else g.data
-    graph.has_grads = True
 
 
 def module_label(graph: Graph, path: tuple) -> str:
@@ -243,8 +243,6 @@ def fmt_value(v, limit: int = 28) -> str:
 
 def op_params(node: Node) -> str:
     """The op's parameters that differ from their defaults, e.g. ``axis=-1``."""
-    import inspect
-
     params = node.tensor._params or {}
     try:
         defaults = {p.name: p.default for p in inspect.signature(node.op.forward).parameters.values()
