@@ -24,6 +24,7 @@ medians over the rounds.
 from __future__ import annotations
 
 import argparse
+import time
 from dataclasses import dataclass, field
 
 from . import _util
@@ -202,6 +203,7 @@ def measure(args, sides: list[str]) -> list[dict]:
             times: dict[str, list[float]] = {}
             for round_ in range(args.warmup + args.rounds):
                 for w in workers:  # in turn: NumPy + minigrad, torch, NumPy + minigrad, ...
+                    time.sleep(args.settle)  # the other worker's threads stop spinning (see train_step)
                     for name, seconds in w.ask(f"case {i}").items():
                         if round_ >= args.warmup:
                             times.setdefault(name, []).append(seconds)
@@ -263,15 +265,16 @@ def tables(results: list[dict], use_torch: bool) -> str:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m benchmarks.op_overhead", description=__doc__.split("\n")[0])
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=15, help="timed rounds per case (medians over them)")
+    p.add_argument("--rounds", type=int, default=10, help="timed rounds per case (medians over them)")
     p.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
     p.add_argument("--calls", type=int, default=2000, help="calls per round of a tiny op (fewer for big ones)")
     p.add_argument("--no-torch", action="store_true", help="NumPy and minigrad only")
+    p.add_argument("--settle", type=float, default=0.1, help="seconds of pause before each worker's turn")
     p.add_argument("--quick", action="store_true", help="2 rounds, 200 calls: checks that everything runs")
     p.add_argument("--worker", choices=SIDES, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:
-        args.rounds, args.warmup, args.calls = 2, 1, 200
+        args.rounds, args.warmup, args.calls, args.settle = 2, 1, 200, 0.0
     if args.worker:
         run_worker(args)
         return

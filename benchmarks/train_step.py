@@ -11,9 +11,13 @@ Each framework runs in its own worker process (``--worker``, started by this
 script), so each one's peak RSS is its own and neither pays for the other's
 imports. The parent tells the workers to take one step each, in turn
 (minigrad, torch, minigrad, torch, ...): a burst of load from elsewhere on a
-shared machine lands on both alike. Warmup steps are run first and not
-counted. Every step is timed in three parts (forward incl. the loss, backward,
-AdamW step + zero_grad); the tables quote medians and minima over the steps.
+shared machine lands on both alike. Before each step the parent pauses
+(``--settle``, 0.25 s): BLAS and OpenMP threads spin for a while after their
+last call, and on two cores the previous worker's spinning threads would slow
+the next one down (measured: torch's S step 120 ms right after a minigrad step,
+40 ms after a pause). Warmup steps are run first and not counted. Every
+step is timed in three parts (forward incl. the loss, backward, AdamW step +
+zero_grad); the tables quote medians and minima over the steps.
 
 Matmul share. minigrad: the matmul op's ``forward`` (the one ``np.matmul`` call;
 backward's matmuls go through the same op, as VJPs are Tensor ops) is wrapped
@@ -22,10 +26,10 @@ call. torch: ``torch.profiler`` records a few extra, untimed steps, and the self
 time of ``aten::mm / bmm / addmm`` is summed. Both shares divide by the median
 (unprofiled) step time.
 
-Op census (minigrad, ``--census`` for the per-op table): one extra, untimed
-step with every op's ``forward`` wrapped, counting calls per op and phase and
-the time spent inside NumPy; the rest of the step is Python (the engine, the
-VJPs' bookkeeping, the model code, the optimizer).
+Op census (minigrad, ``--census`` for the per-op tables): extra, untimed steps
+(``--census-steps``) under ``OpCensus``, which counts and clocks every op by
+phase: time inside NumPy, the engine's per-op overhead, Python in VJPs, the
+rest. The quickest of these steps is reported (its parts add up to its whole).
 
 Same model: both workers build the same architecture, shapes and init scheme
 (the table prints the parameter counts and first-step losses, which should
@@ -35,8 +39,12 @@ agree: ~ln(65) = 4.17 at init); the data are the same random token batches.
 from __future__ import annotations
 
 import argparse
+import functools
+import io
 import json
-import sys
+import os
+import re
+import time
 from dataclasses import asdict, dataclass
 
 from . import _util
@@ -148,6 +156,7 @@ class MinigradWorker:
         matmul = minigrad.OPS["matmul"]
         plain_forward = matmul.forward
 
+        @functools.wraps(plain_forward)
         def timed_forward(a, b):
             start = clock()
             out = plain_forward(a, b)
@@ -184,44 +193,134 @@ class MinigradWorker:
                 "dtypes": [logits_dtype, loss_dtype]}
 
     def census(self) -> dict:
-        """One step with every op's forward wrapped: calls and NumPy seconds per (op, phase), float64 outputs."""
-        ops = self.mg.OPS
-        phase = ["forward"]
-        counts: dict[str, int] = {}
-        seconds: dict[str, float] = {}
-        float64: dict[str, int] = {}
-        originals = {name: op.forward for name, op in ops.items()}
+        """One untimed step under ``OpCensus``: every op counted and clocked (see ``OpCensus``)."""
+        with OpCensus(self.mg) as census:
+            self._train_step(census.marks)
+        return census.result()
 
-        def wrap(name, fn):
-            def forward(*args, **kwargs):
+
+class OpCensus:
+    """Counts and clocks every op of one minigrad step, by phase, while installed (``with OpCensus(mg):``).
+
+    Three clocks, each a thin wrapper put around the engine's functions and
+    removed on exit:
+
+    * ``numpy``: each op's ``forward`` (ndarrays in, ndarray out): pure NumPy time;
+    * ``apply``: ``tensor.apply``, which wraps every op call: NumPy time plus the
+      engine's per-op overhead (wrapping inputs, recording the graph);
+    * ``vjp``: each op's VJP, including the ops it runs.
+
+    Phases: ``forward`` (the model's forward and loss), ``vjp`` (ops run inside a
+    VJP), ``engine`` (ops backward runs outside VJPs: un-broadcasting sums,
+    gradient accumulation), ``optimizer``. The wrappers cost about a microsecond
+    per call, so the instrumented step is a little slower than a timed one.
+    """
+
+    PHASES = ("forward", "backward", "optimizer", "done")
+
+    def __init__(self, minigrad):
+        self.mg = minigrad
+        self.phase = "forward"
+        self.vjp_depth = 0
+        self.records: dict[tuple, list] = {}  # (clock, op, phase) -> [calls, seconds]
+        self.float64: dict[str, int] = {}  # op|phase -> outputs that were float64
+        self.matmuls: dict[str, list] = {}  # "shape @ shape (layouts)" -> [calls, seconds, flops]
+        census = self
+
+        class PhaseMarks(list):
+            """The step appends a clock reading at each phase boundary; that is when the phase changes."""
+
+            def append(self, t):
+                super().append(t)
+                census.phase = census.PHASES[min(len(self) - 1, 3)]
+
+        self.marks = PhaseMarks()
+
+    def _phase(self) -> str:
+        if self.phase == "backward":
+            return "vjp" if self.vjp_depth else "engine"
+        return self.phase
+
+    def _add(self, clock_name: str, op_name: str, seconds: float) -> None:
+        entry = self.records.setdefault((clock_name, op_name, self._phase()), [0, 0.0])
+        entry[0] += 1
+        entry[1] += seconds
+
+    def __enter__(self):
+        import importlib
+
+        import numpy as np
+
+        # By module path: the package's own ``minigrad.tensor`` attribute is the tensor() function.
+        ops_module = importlib.import_module("minigrad.ops")
+        tensor_module = importlib.import_module("minigrad.tensor")
+
+        self.saved = [(op, "forward", op.forward) for op in self.mg.OPS.values()]
+        self.saved += [(op, "vjp", op.vjp) for op in self.mg.OPS.values()]
+        self.saved += [(tensor_module, "apply", tensor_module.apply)]
+        if hasattr(ops_module, "_apply"):  # Op.__call__ goes through this alias of tensor.apply
+            self.saved.append((ops_module, "_apply", ops_module._apply))
+
+        def numpy_clock(op, fn):
+            def forward(*arrays, **params):
                 start = clock()
-                out = fn(*args, **kwargs)
+                out = fn(*arrays, **params)
                 elapsed = clock() - start
-                key = f"{name}|{phase[0]}"
-                counts[key] = counts.get(key, 0) + 1
-                seconds[key] = seconds.get(key, 0.0) + elapsed
-                if getattr(out, "dtype", None) == self.np.float64:
-                    float64[key] = float64.get(key, 0) + 1
+                self._add("numpy", op.name, elapsed)
+                if getattr(out, "dtype", None) == np.float64:
+                    key = f"{op.name}|{self._phase()}"
+                    self.float64[key] = self.float64.get(key, 0) + 1
+                if op.name == "matmul":
+                    self._add_matmul(arrays, out, elapsed)
                 return out
             return forward
 
-        for name, op in ops.items():
-            op.forward = wrap(name, originals[name])
-        # Label the phases from inside the step: the model's forward, then backward, then AdamW.
-        class PhaseMarks(list):
-            def append(self, t):
-                super().append(t)
-                phase[0] = ("forward", "backward", "optimizer", "done")[min(len(self) - 1, 3)]
+        def vjp_clock(op, fn):
+            def vjp(*args, **params):
+                self.vjp_depth += 1
+                start = clock()
+                try:
+                    return fn(*args, **params)
+                finally:
+                    self.vjp_depth -= 1
+                    self._add("vjp", op.name, clock() - start)
+            return vjp
 
-        marks = PhaseMarks()
-        try:
-            self._train_step(marks)
-        finally:
-            for name, op in ops.items():
-                op.forward = originals[name]
-        t0, t1, t2, t3 = marks
-        return {"counts": counts, "seconds": seconds, "float64": float64,
-                "wall": {"forward": t1 - t0, "backward": t2 - t1, "optimizer": t3 - t2}}
+        plain_apply = tensor_module.apply
+
+        def apply_clock(op, *inputs, **params):
+            start = clock()
+            out = plain_apply(op, *inputs, **params)
+            self._add("apply", op.name, clock() - start)
+            return out
+
+        for op in self.mg.OPS.values():
+            op.forward = numpy_clock(op, op.forward)
+            op.vjp = vjp_clock(op, op.vjp)
+        tensor_module.apply = apply_clock
+        if hasattr(ops_module, "_apply"):
+            ops_module._apply = apply_clock
+        return self
+
+    def __exit__(self, *exc):
+        for owner, name, original in self.saved:
+            setattr(owner, name, original)
+
+    def _add_matmul(self, arrays, out, seconds: float) -> None:
+        def layout(a):
+            return "C" if a.flags.c_contiguous else "F" if a.flags.f_contiguous else "strided"
+
+        a, b = arrays
+        key = f"{a.shape} @ {b.shape} [{layout(a)}, {layout(b)}]"
+        entry = self.matmuls.setdefault(key, [0, 0.0, 0])
+        entry[0] += 1
+        entry[1] += seconds
+        entry[2] += 2 * out.size * a.shape[-1]
+
+    def result(self) -> dict:
+        t0, t1, t2, t3 = self.marks
+        return {"records": [[*key, *value] for key, value in self.records.items()], "float64": self.float64,
+                "matmuls": self.matmuls, "wall": {"forward": t1 - t0, "backward": t2 - t1, "optimizer": t3 - t2}}
 
 
 class TorchWorker:
@@ -303,8 +402,13 @@ def measure(cfg: Config, frameworks: list[str], args) -> dict:
         steps = {w.name: [] for w in workers}
         for _ in range(args.steps):
             for w in workers:  # in turn: A, B, A, B, ...
+                time.sleep(args.settle)  # let the other worker's BLAS / OpenMP threads stop spinning
                 steps[w.name].append(w.ask("step"))
-        census = {w.name: [w.ask("census") for _ in range(args.census_steps)] for w in workers}
+        census = {w.name: [] for w in workers}
+        for _ in range(args.census_steps):
+            for w in workers:
+                time.sleep(args.settle)
+                census[w.name].append(w.ask("census"))
         final = {w.name: w.close() for w in workers}
     finally:
         for w in workers:
@@ -356,41 +460,82 @@ def report(result: dict, show_census: bool) -> str:
     return "\n".join(lines)
 
 
-def _median_census(censuses: list[dict]) -> dict:
-    """The census steps record the same ops; their times are noisy, so take each entry's median."""
-    last = censuses[-1]
-    return {"counts": last["counts"], "float64": last["float64"],
-            "seconds": {k: _util.median([c["seconds"].get(k, 0.0) for c in censuses]) for k in last["seconds"]},
-            "wall": {k: _util.median([c["wall"][k] for c in censuses]) for k in last["wall"]}}
+def _quietest_census(censuses: list[dict]) -> dict:
+    """The census step least disturbed by other load (the shortest), so its parts add up to its whole."""
+    c = min(censuses, key=lambda c: sum(c["wall"].values()))
+    return {"records": {tuple(r[:3]): (r[3], r[4]) for r in c["records"]}, "matmuls": c["matmuls"],
+            "wall": c["wall"], "float64": c["float64"]}
 
 
-def census_summary(censuses: list[dict], show_table: bool) -> str:
-    """One paragraph (and optionally a table) on where a minigrad step's ops and time go."""
-    c = _median_census(censuses)
-    ops = {}
-    for key, n in c["counts"].items():
-        name, phase = key.split("|")
-        entry = ops.setdefault(name, {"forward": 0, "backward": 0, "optimizer": 0, "seconds": 0.0})
-        entry[phase] = entry.get(phase, 0) + n
-        entry["seconds"] += c["seconds"][key]
-    per_phase = {p: sum(n for k, n in c["counts"].items() if k.endswith("|" + p)) for p in ("forward", "backward")}
-    numpy_s = {p: sum(s for k, s in c["seconds"].items() if k.endswith("|" + p)) for p in ("forward", "backward")}
-    wall = c["wall"]
-    text = [f"minigrad op census (instrumented steps, medians): {per_phase['forward']} ops in forward, "
-            f"{per_phase['backward']} in backward. Inside NumPy: forward {_util.fmt_ms(numpy_s['forward'])} of "
-            f"{_util.fmt_ms(wall['forward'])} ms, backward {_util.fmt_ms(numpy_s['backward'])} of "
-            f"{_util.fmt_ms(wall['backward'])} ms; the rest is Python (engine, VJP bookkeeping, model code)."]
+def census_summary(censuses: list[dict], show_tables: bool) -> str:
+    """Where a minigrad step's time goes: NumPy inside ops, the engine's per-op overhead, the rest."""
+    c = _quietest_census(censuses)
+    records, wall = c["records"], c["wall"]
+
+    def total(clock_name, phases, what=1):  # what: 0 = calls, 1 = seconds
+        return sum(v[what] for (k, _, p), v in records.items() if k == clock_name and p in phases)
+
+    ms = _util.fmt_ms
+    fwd_numpy, fwd_apply = total("numpy", ["forward"]), total("apply", ["forward"])
+    bwd_numpy, bwd_apply = total("numpy", ["vjp", "engine"]), total("apply", ["vjp", "engine"])
+    vjp_all, vjp_apply, engine_apply = total("vjp", ["engine"]), total("apply", ["vjp"]), total("apply", ["engine"])
+    headers = ["minigrad phase", "wall ms", "ops run", "inside NumPy (op forwards)", "per-op engine overhead",
+               "Python in VJPs", "the rest"]
+    rows = [
+        ["forward + loss", ms(wall["forward"]), total("apply", ["forward"], 0), ms(fwd_numpy),
+         ms(fwd_apply - fwd_numpy), "-", f"{ms(wall['forward'] - fwd_apply)} (model / nn code)"],
+        ["backward", ms(wall["backward"]), total("apply", ["vjp", "engine"], 0), ms(bwd_numpy),
+         ms(bwd_apply - bwd_numpy), ms(vjp_all - vjp_apply),
+         f"{ms(wall['backward'] - vjp_all - engine_apply)} (autograd loop)"],
+        ["AdamW + zero_grad", ms(wall["optimizer"]), total("apply", ["optimizer"], 0), "-", "-", "-",
+         f"{ms(wall['optimizer'])} (NumPy called directly)"],
+    ]
+    text = [f"minigrad step anatomy (the quickest of {len(censuses)} instrumented, untimed steps):",
+            _util.markdown_table(headers, rows)]
+    apply_calls = total("apply", ["forward", "vjp", "engine", "optimizer"], 0)
+    numpy_calls = total("numpy", ["forward", "vjp", "engine", "optimizer"], 0)
+    if apply_calls != numpy_calls:
+        text.append(f"(note: {numpy_calls} op forwards ran but apply() was seen {apply_calls} times: the engine "
+                    f"calls ops some other way now, so the overhead column is incomplete)")
     if c["float64"]:
         text.append("float64 op outputs: " + ", ".join(f"{k} x{n}" for k, n in sorted(c["float64"].items())))
     else:
         text.append("float64 op outputs: none.")
-    if show_table:
-        rows = [[name, e["forward"], e["backward"], e.get("optimizer", 0), _util.fmt_ms(e["seconds"]),
-                 _util.fmt_us(e["seconds"] / max(e["forward"] + e["backward"] + e.get("optimizer", 0), 1))]
-                for name, e in sorted(ops.items(), key=lambda kv: -kv[1]["seconds"])]
-        text.append(_util.markdown_table(["op", "calls in forward", "calls in backward", "in optimizer",
-                                          "NumPy ms", "NumPy us/call"], rows))
+    if show_tables:
+        text += ["", _op_table(records), "", _matmul_table(c["matmuls"])]
     return "\n".join(text)
+
+
+def _op_table(records: dict) -> str:
+    ops: dict[str, dict] = {}
+    for (clock_name, op, phase), (calls, seconds) in records.items():
+        entry = ops.setdefault(op, {"fwd": 0, "bwd": 0, "opt": 0, "numpy": 0.0, "apply": 0.0, "vjp_calls": 0,
+                                    "vjp": 0.0})
+        if clock_name == "apply":
+            entry["apply"] += seconds
+            entry[{"forward": "fwd", "optimizer": "opt"}.get(phase, "bwd")] += calls
+        elif clock_name == "numpy":
+            entry["numpy"] += seconds
+        else:
+            entry["vjp_calls"] += calls
+            entry["vjp"] += seconds
+    rows = []
+    for name, e in sorted(ops.items(), key=lambda kv: -kv[1]["apply"]):
+        calls = e["fwd"] + e["bwd"] + e["opt"]
+        overhead = e["apply"] - e["numpy"]
+        rows.append([name, e["fwd"], e["bwd"], _util.fmt_ms(e["numpy"]), _util.fmt_ms(overhead),
+                     _util.fmt_us(overhead / max(calls, 1)), e["vjp_calls"] or "-",
+                     _util.fmt_ms(e["vjp"]) if e["vjp_calls"] else "-"])
+    headers = ["op", "calls in forward", "calls in backward", "NumPy ms", "overhead ms", "overhead us/call",
+               "its VJP: calls", "VJP ms (with its ops)"]
+    return "Per op (one step):\n" + _util.markdown_table(headers, rows)
+
+
+def _matmul_table(matmuls: dict) -> str:
+    rows = [[key, calls, _util.fmt_ms(seconds), f"{flops / seconds / 1e9:.0f}" if seconds else "-"]
+            for key, (calls, seconds, flops) in sorted(matmuls.items(), key=lambda kv: -kv[1][1])]
+    return "Matmuls by shape (one step; layouts: C / F contiguous or strided):\n" + \
+        _util.markdown_table(["a @ b [layouts]", "calls", "ms", "GFLOP/s"], rows)
 
 
 # --------------------------------------------------------------------------------------
@@ -416,8 +561,30 @@ def profile(args) -> None:
     profiler.disable()
     print(f"cProfile of {args.profile_steps} minigrad training step(s), {cfg.describe()}; model: {worker.label}")
     print(f"unprofiled step: {_util.fmt_ms(wall)} ms (cProfile's own overhead inflates Python-heavy functions)")
-    stats = pstats.Stats(profiler, stream=sys.stdout)
-    stats.sort_stats(args.profile_sort).print_stats(args.profile_top)
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats(args.profile_sort).print_stats(args.profile_top)
+    print(name_op_functions(text.getvalue()))
+
+
+def name_op_functions(text: str) -> str:
+    """Every op's functions are called ``forward`` / ``vjp``: write ``ops.py:593(matmul.forward)`` instead."""
+    import inspect
+
+    import minigrad
+
+    names = {}
+    for op in minigrad.OPS.values():
+        for kind in ("forward", "vjp"):
+            code = inspect.unwrap(getattr(op, kind)).__code__
+            names[(code.co_filename, code.co_firstlineno)] = f"{op.name}.{kind}"
+
+    def rename(match):
+        name = names.get((match.group(1), int(match.group(2))))
+        return f"{match.group(1)}:{match.group(2)}({name or match.group(3)})"
+
+    text = re.sub(r"(\S+):(\d+)\((forward|vjp)\)", rename, text)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    return text.replace(root, "").replace(os.path.dirname(os.__file__) + os.sep, "")
 
 
 # --------------------------------------------------------------------------------------
@@ -431,6 +598,8 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=20, help="timed steps per framework (after warmup)")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     p.add_argument("--threads", type=int, default=2, help="BLAS / torch threads in each worker")
+    p.add_argument("--settle", type=float, default=0.25,
+                   help="seconds of pause before each step, so the other worker's threads have stopped spinning")
     p.add_argument("--gelu", default="tanh", choices=["tanh", "none"],
                    help="GELU form in both models (none = exact erf; slow in NumPy without SciPy)")
     p.add_argument("--model", default="auto", choices=["auto", "models", "standin"],
@@ -451,7 +620,7 @@ def parse_args(argv=None):
     p.add_argument("--config", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:
-        args.configs, args.steps, args.warmup, args.census_steps = "XS", 3, 1, 1
+        args.configs, args.steps, args.warmup, args.census_steps, args.settle = "XS", 3, 1, 1, 0.0
     elif args.profile and args.configs == "S,M,L":
         args.configs = "M"
     args.configs = [c.strip().upper() for c in args.configs.split(",") if c.strip()]

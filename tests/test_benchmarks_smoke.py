@@ -51,10 +51,13 @@ def test_train_step_minigrad_only():
     params, loss, step_median, step_min = (number(c) for c in row[1:5])
     assert params > 0 and step_min <= step_median
     assert abs(loss - 4.17) < 0.3  # ~ln(65) for a freshly initialised model
-    assert "torch" not in out.split("### XS:")[1].split("minigrad op census")[0]  # no torch row
-    assert "minigrad op census" in out and "float64 op outputs" in out
+    assert "torch" not in out.split("### XS:")[1].split("minigrad step anatomy")[0]  # no torch row
+    assert "float64 op outputs" in out
+    forward, backward = table_row(out, "forward + loss"), table_row(out, "backward")
+    assert number(forward[2]) > 0 and number(backward[2]) > number(forward[2])  # ops run in each phase
     matmul = table_row(out, "matmul")  # the per-op census table
     assert number(matmul[1]) > 0 and number(matmul[2]) == 2 * number(matmul[1])  # backward: 2 matmuls per matmul
+    assert number(matmul[6]) == number(matmul[1])  # one VJP per recorded matmul
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch not installed (pip install torch==2.13.0)")
