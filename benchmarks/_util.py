@@ -104,11 +104,12 @@ def quiet_stderr():
 
 
 class Worker:
-    """The parent's handle on ``python -m <module> --worker <name> <args>``: ``ask(command) -> dict``."""
+    """The parent's handle on ``python -m <module> --worker <kind> <args>``: ``ask(command) -> dict``."""
 
-    def __init__(self, module: str, name: str, args: list[str], threads: int, malloc_tune: bool = False):
-        command = [sys.executable, "-m", module, "--worker", name, "--threads", str(threads), *args]
-        self.name = name
+    def __init__(self, module: str, kind: str, args: list[str], threads: int, malloc_tune: bool = False,
+                 name: str | None = None):
+        command = [sys.executable, "-m", module, "--worker", kind, "--threads", str(threads), *args]
+        self.name = name or kind  # how the parent tells workers apart (two of one kind may differ in malloc)
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                         env=worker_env(threads, malloc_tune))
         self.hello = self._read()  # the worker's first line: what it built
@@ -249,6 +250,24 @@ def fmt_ms(seconds: float) -> str:
 def fmt_us(seconds: float) -> str:
     us = seconds * 1e6
     return f"{us:.1f}" if us < 100 else f"{us:.0f}"
+
+
+def load_average() -> float:
+    """The 1-minute load average (runnable processes, whoever they belong to); NaN where unknown."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
+
+
+def load_note(before: float, after: float) -> str:
+    """A line saying how busy the machine was; loud when other work competed for the cores."""
+    cpus = os.cpu_count() or 1
+    note = f"1-min load average {before:.1f} before, {after:.1f} after, on {cpus} CPUs"
+    if max(before, after) > cpus * 0.75:
+        note += (": OTHER WORK WAS RUNNING; 2-thread BLAS/OpenMP (torch especially) slows down badly when the "
+                 "cores are shared, so these times are inflated; rerun on a quiet machine")
+    return note + "."
 
 
 def machine_line(threads: int) -> str:

@@ -356,7 +356,8 @@ class TorchWorker:
         self.optimizer.zero_grad(set_to_none=True)
         t3 = clock()
         return {"step": t3 - t0, "forward": t1 - t0, "backward": t2 - t1, "optimizer": t3 - t2,
-                "loss": float(loss.item()), "dtypes": [str(logits.dtype), str(loss.dtype)]}
+                "loss": float(loss.item()), "dtypes": [str(logits.dtype).removeprefix("torch."),
+                                                       str(loss.dtype).removeprefix("torch.")]}
 
     def census(self) -> dict:
         """One profiled step: seconds and calls of the matmul kernels (self time)."""
@@ -392,13 +393,15 @@ def run_worker(args) -> None:
 # --------------------------------------------------------------------------------------
 
 
-def measure(cfg: Config, frameworks: list[str], args) -> dict:
+def measure(cfg: Config, contenders: list[str], args) -> dict:
+    """Run every contender's worker in turn; ``contenders``: "minigrad", "torch", "minigrad+malloc"."""
     options = ["--config", cfg.name, "--warmup", str(max(args.warmup, 1)), "--gelu", args.gelu,
                "--model", args.model] + (["--fused-qkv"] if args.fused_qkv else [])
     workers = []
     try:
-        for framework in frameworks:
-            workers.append(_util.Worker("benchmarks.train_step", framework, options, args.threads, args.malloc_tune))
+        for name in contenders:
+            kind, tuned = name.split("+")[0], args.malloc_tune or name.endswith("+malloc")
+            workers.append(_util.Worker("benchmarks.train_step", kind, options, args.threads, tuned, name=name))
         steps = {w.name: [] for w in workers}
         for _ in range(args.steps):
             for w in workers:  # in turn: A, B, A, B, ...
@@ -427,34 +430,37 @@ def report(result: dict, show_census: bool) -> str:
     headers = ["framework", "params", "loss@init", "step ms (median)", "step ms (min)", "forward ms", "backward ms",
                "AdamW ms", "backward/forward", "tokens/s", "matmul ms (share)", "matmuls/step", "peak RSS MiB"]
     rows, medians = [], {}
-    for framework, steps in result["steps"].items():
-        info, census = result["info"][framework], result["census"][framework]
+    for name, steps in result["steps"].items():
+        info, census = result["info"][name], result["census"][name]
         step = _util.summary(_column(steps, "step"))
-        medians[framework] = step["median"]
+        medians[name] = step["median"]
         fwd, bwd = _util.median(_column(steps, "forward")), _util.median(_column(steps, "backward"))
-        if framework == "minigrad":
+        if name.startswith("minigrad"):
             matmul_s = _util.median(_column(steps, "matmul"))
             matmul_calls = steps[0]["matmul_calls"]
         else:
             matmul_s = _util.median(_column(census, "matmul"))
             matmul_calls = census[0]["matmul_calls"]
         dtypes = set(d for s in steps for d in s["dtypes"])
-        label = info["label"] + ("" if dtypes == {"float32"} and framework == "minigrad" else
-                                 "" if framework == "torch" else f" [dtypes {sorted(dtypes)}]")
+        label = info["label"] + (" (malloc tuned)" if name.endswith("+malloc") else "")
+        if dtypes != {"float32"}:
+            label += f" [dtypes {sorted(dtypes)}!]"  # logits or loss not float32: an upcast somewhere
         rows.append([label, f"{info['params']:,}", f"{info['first_loss']:.3f}", _util.fmt_ms(step["median"]),
                      _util.fmt_ms(step["min"]), _util.fmt_ms(fwd), _util.fmt_ms(bwd),
                      _util.fmt_ms(_util.median(_column(steps, "optimizer"))), f"{bwd / fwd:.2f}",
                      f"{cfg.tokens / step['median']:,.0f}",
                      f"{_util.fmt_ms(matmul_s)} ({matmul_s / step['median']:.0%})", str(matmul_calls),
-                     f"{result['final'][framework]['peak_rss_mb']:.0f} "
+                     f"{result['final'][name]['peak_rss_mb']:.0f} "
                      f"({info['rss_after_import_mb']:.0f} after import)"])
     lines.append(_util.markdown_table(headers, rows))
-    if "minigrad" in medians and "torch" in medians:
-        mg, th = result["steps"]["minigrad"], result["steps"]["torch"]
-        paired = _util.median([a["step"] / b["step"] for a, b in zip(mg, th)])
-        lines.append(f"minigrad / torch: {medians['minigrad'] / medians['torch']:.2f}x by median step, "
-                     f"{min(_column(mg, 'step')) / min(_column(th, 'step')):.2f}x by fastest step, "
-                     f"{paired:.2f}x median of paired (same-round) ratios")
+    lines.append(_util.load_note(*result["load_average"]))
+    for a, b in (("minigrad", "torch"), ("minigrad+malloc", "torch"), ("minigrad+malloc", "minigrad")):
+        if a in medians and b in medians:
+            sa, sb = result["steps"][a], result["steps"][b]
+            paired = _util.median([x["step"] / y["step"] for x, y in zip(sa, sb)])
+            lines.append(f"{a} / {b}: {medians[a] / medians[b]:.2f}x by median step, "
+                         f"{min(_column(sa, 'step')) / min(_column(sb, 'step')):.2f}x by fastest step, "
+                         f"{paired:.2f}x median of paired (same-round) ratios")
     if "minigrad" in result["census"]:
         lines.append(census_summary(result["census"]["minigrad"], show_census))
     return "\n".join(lines)
@@ -608,6 +614,8 @@ def parse_args(argv=None):
     p.add_argument("--no-torch", action="store_true", help="minigrad only, even if torch is installed")
     p.add_argument("--malloc-tune", action="store_true",
                    help="raise glibc's mmap/trim thresholds in the workers (GLIBC_TUNABLES; issue 8 finding 1)")
+    p.add_argument("--ab-malloc", action="store_true",
+                   help="add a third worker: minigrad with malloc tuned, in turn with the plain one")
     p.add_argument("--census", action="store_true", help="print the per-op table of a minigrad step")
     p.add_argument("--census-steps", type=int, default=5, help="untimed instrumented/profiled steps")
     p.add_argument("--json", metavar="PATH", help="also write the raw measurements as JSON")
@@ -640,21 +648,23 @@ def main(argv=None) -> None:
     if args.profile:
         profile(args)
         return
-    frameworks = ["minigrad"]
+    contenders = ["minigrad"] + (["minigrad+malloc"] if args.ab_malloc else [])
     if args.no_torch:
         note = "torch: skipped (--no-torch)"
     elif _util.torch_available():
-        frameworks.append("torch")
+        contenders.append("torch")
         note = "torch: installed"
     else:
         note = "torch: not installed, minigrad columns only (pip install torch==2.13.0 for the comparison)"
     print(f"# GPT training step: forward + backward + AdamW, float32, GELU {args.gelu}, vocab {VOCAB_SIZE}")
     print(_util.machine_line(args.threads) + f"; {note}" + ("; malloc tuned" if args.malloc_tune else ""))
     print(f"{args.steps} timed steps per framework after {args.warmup} warmup, run in turn "
-          f"({' / '.join(frameworks)} / ...); medians unless marked min.\n")
+          f"({' / '.join(contenders)} / ...); medians unless marked min.\n")
     results = []
     for name in args.configs:
-        result = measure(CONFIGS[name], frameworks, args)
+        load_before = _util.load_average()
+        result = measure(CONFIGS[name], contenders, args)
+        result["load_average"] = [load_before, _util.load_average()]
         results.append(result)
         print(report(result, args.census), end="\n\n", flush=True)
     if args.json:
