@@ -12,7 +12,8 @@ For each prompt length P the model generates 1 and then ``--new`` tokens
 greedily (batch 1). The first run is the prefill plus one step; the difference
 divided by ``--new - 1`` is the marginal cost of one token at a context of
 about P + new/2, quoted as ms/token and tokens/s. Cached and uncached runs take
-turns (A, B, A, B, ...); medians over ``--rounds``.
+turns (A, B, A, B, ...); each figure is the fastest of ``--rounds`` runs (a
+difference of two medians would carry the noise of both).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def measure(args) -> str:
         same = np.array_equal(np.asarray(run(args.new, True)()), np.asarray(run(args.new, False)()))
         times = _util.interleave({"cache 1": run(1, True), "cache n": run(args.new, True),
                                   "plain 1": run(1, False), "plain n": run(args.new, False)}, args.rounds)
-        t = {k: _util.median(v) for k, v in times.items()}
+        t = {k: min(v) for k, v in times.items()}  # least disturbed: the per-token cost is a difference of two
         per_token_cache = (t["cache n"] - t["cache 1"]) / (args.new - 1)
         per_token_plain = (t["plain n"] - t["plain 1"]) / (args.new - 1)
         rows.append([f"{prompt_len}" + ("" if same else " (tokens differ!)"), _util.fmt_ms(t["cache 1"]),

@@ -29,17 +29,23 @@ def run(module: str, *args: str) -> str:
     return done.stdout
 
 
-def table_row(output: str, first_cell: str) -> list[str]:
-    """The cells of the Markdown table row whose first cell starts with ``first_cell``."""
+def find_row(output: str, first_cell: str) -> list[str] | None:
+    """The cells of the Markdown table row whose first cell starts with ``first_cell``, or None."""
     for line in output.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if line.startswith("|") and cells[0].startswith(first_cell):
             return cells
-    raise AssertionError(f"no table row starting with {first_cell!r} in:\n{output}")
+    return None
+
+
+def table_row(output: str, first_cell: str) -> list[str]:
+    row = find_row(output, first_cell)
+    assert row is not None, f"no table row starting with {first_cell!r} in:\n{output}"
+    return row
 
 
 def number(cell: str) -> float:
-    match = re.match(r"[\d,]+(\.\d+)?", cell)
+    match = re.match(r"-?[\d,]+(\.\d+)?", cell)
     assert match, f"not a number: {cell!r}"
     return float(match.group(0).replace(",", ""))
 
@@ -51,7 +57,7 @@ def test_train_step_minigrad_only():
     params, loss, step_median, step_min = (number(c) for c in row[1:5])
     assert params > 0 and step_min <= step_median
     assert abs(loss - 4.17) < 0.3  # ~ln(65) for a freshly initialised model
-    assert "torch" not in out.split("### XS:")[1].split("minigrad step anatomy")[0]  # no torch row
+    assert find_row(out, "torch") is None
     assert "float64 op outputs" in out
     forward, backward = table_row(out, "forward + loss"), table_row(out, "backward")
     assert number(forward[2]) > 0 and number(backward[2]) > number(forward[2])  # ops run in each phase
@@ -62,12 +68,13 @@ def test_train_step_minigrad_only():
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch not installed (pip install torch==2.13.0)")
 def test_train_step_against_torch():
-    out = run("benchmarks.train_step", "--quick")
+    out = run("benchmarks.train_step", "--quick", "--ab-malloc")
+    assert find_row(out, "models.GPT (malloc tuned)") or find_row(out, "stand-in GPT (malloc tuned)")
     minigrad = table_row(out, "stand-in GPT") if "stand-in" in out else table_row(out, "models.GPT")
     torch_row = table_row(out, "torch")
     assert number(minigrad[1]) == number(torch_row[1])  # the same model: the same parameter count
     assert abs(number(minigrad[2]) - number(torch_row[2])) < 0.1  # and about the same loss at init
-    assert "minigrad / torch:" in out
+    assert "minigrad / torch:" in out and "minigrad+malloc / minigrad:" in out
 
 
 def test_train_step_profile():
@@ -92,7 +99,9 @@ def test_generation():
     for prompt_len in ("4", "12"):
         row = table_row(out, prompt_len)
         assert "differ" not in row[0]  # cached and uncached greedy decoding agree
-        assert number(row[3]) > 0 and number(row[5]) > 0
+        assert number(row[1]) > 0  # prefill time (the per-token figures are differences: noise can flip them)
+        for cell in row[2:6]:
+            number(cell)
 
 
 def test_markdown_table_and_interleave():
