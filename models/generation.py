@@ -1,0 +1,171 @@
+"""Generating text one token at a time: the sampling rules and the loop every model shares.
+
+A language model gives, for each sequence in a batch, logits over the
+vocabulary for the *next* token. Generation repeats: turn the logits into one
+token, append it, ask the model again. How the logits become a token is the
+same for every model here (GPT, the RNN/LSTM models, the encoder-decoder), so
+it lives in this one file:
+
+* ``temperature``: divide the logits by it before the softmax. Below 1 the
+  distribution sharpens towards the likeliest tokens, above 1 it flattens;
+  ``temperature=0`` means greedy decoding, always the argmax;
+* ``top_k``: keep only the k likeliest tokens;
+* ``top_p`` (nucleus sampling, Holtzman et al. 2019): keep the smallest set of
+  likeliest tokens whose probabilities add up to at least p.
+
+How a model *computes* the next logits is its own business: ``autoregressive``
+takes a function ``next_logits(tokens)`` that sees every token so far and
+returns the logits for the next one. A GPT with a KV cache feeds only the new
+token through its layers; an RNN feeds it to its recurrent state; without a
+cache a model reruns the whole sequence. The loop does not care.
+
+The first section holds the input checks the models share, so that a bad
+token id or a target of the wrong shape gets the same clear message everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from minigrad import Tensor, no_grad
+from minigrad.nn import init
+
+# --------------------------------------------------------------------------------------
+# Input checks shared by the models
+# --------------------------------------------------------------------------------------
+
+
+def token_batch(idx, vocab_size: int, who: str, name: str = "idx") -> np.ndarray:
+    """``idx`` (a Tensor, ndarray or nested list of token ids) as an int64 (B, T) array, checked.
+
+    ``who`` names the caller (``GPT.forward``) and ``name`` the argument, so the
+    error says which argument of which method was wrong, and how.
+    """
+    ids = np.asarray(idx.data if isinstance(idx, Tensor) else idx)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"{who}: {name} must hold integer token ids, got dtype {ids.dtype} (shape {ids.shape})")
+    if ids.ndim != 2:
+        raise ValueError(f"{who}: {name} must be a (batch, time) array of token ids, got shape {ids.shape}")
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
+        bad = ids[(ids < 0) | (ids >= vocab_size)]
+        raise ValueError(f"{who}: {name} holds token id {bad[0]}, outside [0, vocab_size={vocab_size}) "
+                         f"({len(bad)} such id(s); {name} shape {ids.shape}, min {ids.min()}, max {ids.max()})")
+    return ids.astype(np.int64, copy=False)
+
+
+def target_batch(targets, shape: tuple, vocab_size: int, who: str, name: str = "targets") -> np.ndarray:
+    """Targets as an int64 array of ``shape``: ids in [0, vocab_size), or -100 where no loss is wanted."""
+    ids = np.asarray(targets.data if isinstance(targets, Tensor) else targets)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"{who}: {name} must hold integer token ids, got dtype {ids.dtype} (shape {ids.shape})")
+    if ids.shape != tuple(shape):
+        raise ValueError(f"{who}: {name} must have shape {tuple(shape)} (one target per input position), "
+                         f"got {ids.shape}")
+    bad = (ids != IGNORE_INDEX) & ((ids < 0) | (ids >= vocab_size))
+    if bad.any():
+        raise ValueError(f"{who}: {name} holds token id {ids[bad][0]}, outside [0, vocab_size={vocab_size}) "
+                         f"(use {IGNORE_INDEX} for positions without a target)")
+    return ids.astype(np.int64, copy=False)
+
+
+IGNORE_INDEX = -100  # a target equal to this adds nothing to the loss (PyTorch's convention)
+
+
+# --------------------------------------------------------------------------------------
+# From logits to the next token
+# --------------------------------------------------------------------------------------
+
+
+def check_sampling(temperature: float, top_k: int | None, top_p: float | None, who: str = "generate") -> None:
+    """Raise a clear error for a temperature, top_k or top_p that means nothing."""
+    number = isinstance(temperature, int | float | np.number) and not isinstance(temperature, bool)
+    if not (number and math.isfinite(temperature) and temperature >= 0):
+        raise ValueError(f"{who}: temperature must be a finite number >= 0 (0 = greedy), got {temperature!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int | np.integer) or top_k < 1):
+        raise ValueError(f"{who}: top_k must be a positive integer or None, got {top_k!r}")
+    if top_p is not None and not (isinstance(top_p, int | float | np.number) and 0 < top_p <= 1):
+        raise ValueError(f"{who}: top_p must be in (0, 1] or None, got {top_p!r}")
+
+
+def filter_logits(logits: np.ndarray, top_k: int | None = None, top_p: float | None = None) -> np.ndarray:
+    """Set to -inf every logit outside the top k and outside the nucleus of mass top_p; (B, V) -> (B, V)."""
+    logits = np.array(logits, dtype=np.float64)  # a copy: the caller's logits stay as they were
+    if top_k is not None and top_k < logits.shape[-1]:
+        kth = np.sort(logits, axis=-1)[:, -top_k][:, None]  # (B, 1): the k-th largest logit
+        logits[logits < kth] = -np.inf
+    if top_p is not None and top_p < 1.0:
+        order = np.argsort(-logits, axis=-1, kind="stable")  # (B, V): likeliest first
+        probs = _softmax(np.take_along_axis(logits, order, axis=-1))
+        mass_before = np.cumsum(probs, axis=-1) - probs  # probability of the tokens ranked above each one
+        drop_sorted = mass_before >= top_p  # the likeliest token has mass_before 0, so it always stays
+        drop = np.empty_like(drop_sorted)
+        np.put_along_axis(drop, order, drop_sorted, axis=-1)
+        logits[drop] = -np.inf
+    return logits
+
+
+def sample_next(logits, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+                rng: np.random.Generator | None = None) -> np.ndarray:
+    """One token id per row of ``logits`` (B, V): argmax when temperature is 0, else a draw. Returns (B,) int64."""
+    logits = np.asarray(logits.data if isinstance(logits, Tensor) else logits)
+    if temperature == 0:
+        return logits.argmax(axis=-1).astype(np.int64)
+    probs = _softmax(filter_logits(logits / temperature, top_k, top_p))  # (B, V), float64
+    # Inverse-CDF sampling: the first token whose cumulative probability passes a uniform draw.
+    u = rng.random((probs.shape[0], 1))  # (B, 1)
+    cdf = np.cumsum(probs, axis=-1)
+    picked = (cdf < u * cdf[:, -1:]).sum(axis=-1)  # scaling by the total guards against rounding
+    return np.minimum(picked, probs.shape[-1] - 1).astype(np.int64)
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))  # -inf logits become exactly 0
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+# --------------------------------------------------------------------------------------
+# The loop
+# --------------------------------------------------------------------------------------
+
+
+def autoregressive(next_logits: Callable[[np.ndarray], object], idx: np.ndarray, max_new_tokens: int,
+                   temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+                   rng: np.random.Generator | int | None = None, stop_id: int | None = None,
+                   return_logits: bool = False, who: str = "generate"):
+    """Extend ``idx`` (B, T) by up to ``max_new_tokens`` tokens; returns the (B, T + new) int64 array.
+
+    ``next_logits(tokens)`` gets all tokens so far (B, T + i) and returns the
+    next token's logits (B, V). Runs under ``no_grad``. ``rng`` (a NumPy
+    Generator or a seed) makes sampling reproducible; without one the default
+    generator of ``minigrad.nn.init`` is used (``nn.manual_seed`` seeds it).
+    With ``stop_id``, a row that has produced it keeps producing it, and the
+    loop ends early once every row has. With ``return_logits`` also returns
+    the logits each new token was chosen from, (B, new, V) float (before
+    temperature and filtering).
+    """
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int | np.integer) or max_new_tokens < 0:
+        raise ValueError(f"{who}: max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+    check_sampling(temperature, top_k, top_p, who)
+    rng = init.default_rng() if rng is None else np.random.default_rng(rng)
+    tokens, steps = idx, []
+    done = np.zeros(idx.shape[0], dtype=bool)
+    with no_grad():
+        for _ in range(max_new_tokens):
+            logits = next_logits(tokens)
+            logits = np.asarray(logits.data if isinstance(logits, Tensor) else logits)  # (B, V)
+            new = sample_next(logits, temperature, top_k, top_p, rng)  # (B,)
+            if stop_id is not None:
+                new = np.where(done, stop_id, new)
+                done |= new == stop_id
+            tokens = np.concatenate([tokens, new[:, None]], axis=1)  # (B, T + i + 1)
+            steps.append(logits)
+            if stop_id is not None and done.all():
+                break
+    if return_logits:
+        vocab = steps[0].shape[-1] if steps else 0
+        logits = np.stack(steps, axis=1) if steps else np.zeros((idx.shape[0], 0, vocab), np.float32)
+        return tokens, logits
+    return tokens

@@ -1,0 +1,264 @@
+"""GPT: a decoder-only transformer language model, in one file, top to bottom (after nanoGPT's model.py).
+
+    idx (B, T) token ids
+      -> token embedding, plus learned or sinusoidal positions  (RoPE instead rotates q and k in attention)
+      -> n_layer pre-norm blocks:  x = x + attn(norm(x));  x = x + mlp(norm(x))   (causal self-attention)
+      -> final norm -> linear head (sharing the token embedding's matrix when tie_weights)
+      -> logits (B, T, vocab_size), and the cross-entropy against targets (B, T) when given
+
+``GPTConfig`` chooses along the axes the transformer lesson compares: LayerNorm
+or RMSNorm, learned / sinusoidal / rotary positions, a GELU MLP or SwiGLU,
+multi-head or grouped-query attention (``n_kv_head < n_head``), biases on or
+off, a tied or separate output layer. The defaults are GPT-2's choices.
+
+Generation (``generate``) samples one token at a time, with the rules in
+``models/generation.py``. With the KV cache each new token runs through the
+layers alone, attending to the keys and values cached for the earlier ones.
+
+Past ``block_size`` the context *slides*: the model always sees the last
+``block_size`` tokens, as nanoGPT does. With learned positions a window cannot
+be continued from the cache (every position in it moves), so once the window
+slides the cache is rebuilt from the window on every step: still exact (the
+same logits as without a cache), but no longer cheaper.
+
+Weights of a Hugging Face GPT-2 load with ``GPT.from_gpt2`` and save back with
+``save_gpt2`` (the conversion is in ``models/gpt2.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from minigrad import nn
+from minigrad.nn import KVCache, init
+from minigrad.nn import functional as F
+
+from . import generation
+
+_CHOICES = {"norm": ("layernorm", "rmsnorm"), "position": ("learned", "sinusoidal", "rope"),
+            "mlp": ("gelu", "swiglu"), "gelu_approximate": ("tanh", "none")}
+
+
+@dataclass
+class GPTConfig:
+    """The shape of a GPT. ``n_kv_head`` and ``d_ff`` may be left None: they are filled in (see below)."""
+
+    vocab_size: int
+    block_size: int  # the longest context, in tokens
+    n_layer: int = 4
+    n_head: int = 4
+    n_kv_head: int | None = None  # key/value heads; None: n_head (multi-head), fewer: grouped-query attention
+    d_model: int = 128
+    d_ff: int | None = None  # MLP width; None: 4 * d_model for gelu, round(8/3 * d_model) for swiglu
+    norm: str = "layernorm"  # or "rmsnorm"
+    position: str = "learned"  # or "sinusoidal", "rope"
+    mlp: str = "gelu"  # or "swiglu"
+    gelu_approximate: str = "tanh"  # GPT-2's tanh formula (fast); "none": exact erf (slow in NumPy)
+    dropout: float = 0.0
+    bias: bool = True  # biases in every Linear and LayerNorm
+    tie_weights: bool = True  # the output layer reuses the token embedding matrix
+    norm_eps: float = 1e-5
+
+    def __post_init__(self):
+        for name in ("vocab_size", "block_size", "n_layer", "n_head", "d_model"):
+            _check_positive_int(name, getattr(self, name))
+        if self.n_kv_head is None:
+            self.n_kv_head = self.n_head
+        _check_positive_int("n_kv_head", self.n_kv_head)
+        if self.d_ff is None:
+            self.d_ff = 4 * self.d_model if self.mlp == "gelu" else max(1, round(8 * self.d_model / 3))
+        _check_positive_int("d_ff", self.d_ff)
+        for name, allowed in _CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"GPTConfig: {name}={getattr(self, name)!r}; expected one of {allowed}")
+        if self.d_model % self.n_head:
+            raise ValueError(f"GPTConfig: d_model={self.d_model} must be divisible by n_head={self.n_head} "
+                             f"(each head gets d_model // n_head features)")
+        if self.n_head % self.n_kv_head:
+            raise ValueError(f"GPTConfig: n_head={self.n_head} must be divisible by n_kv_head={self.n_kv_head} "
+                             f"(each key/value head serves the same number of query heads)")
+        if self.position == "rope" and self.head_dim % 2:
+            raise ValueError(f"GPTConfig: position='rope' rotates features in pairs, so head_dim = d_model / n_head "
+                             f"= {self.d_model} / {self.n_head} = {self.head_dim} must be even")
+        if not (isinstance(self.dropout, int | float) and 0 <= self.dropout < 1):
+            raise ValueError(f"GPTConfig: dropout must be in [0, 1), got {self.dropout!r}")
+        if not (isinstance(self.norm_eps, int | float) and self.norm_eps > 0):
+            raise ValueError(f"GPTConfig: norm_eps must be a positive number, got {self.norm_eps!r}")
+        for name in ("bias", "tie_weights"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"GPTConfig: {name} must be True or False, got {getattr(self, name)!r}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_head
+
+
+def _check_positive_int(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ValueError(f"GPTConfig: {name} must be a positive integer, got {value!r}")
+
+
+class GPT(nn.Module):
+    """A decoder-only transformer LM: ``forward(idx, targets=None) -> (logits, loss)`` and ``generate``.
+
+    Weights start as in nanoGPT / GPT-2: every matrix N(0, 0.02), biases 0,
+    norm gains 1, and the two projections that write into the residual stream
+    (attention output, MLP down) N(0, 0.02 / sqrt(2 * n_layer)), so the
+    residual's variance does not grow with depth. ``seed`` (an int) or ``rng``
+    (a NumPy Generator) makes them reproducible; without either, the default
+    generator of ``minigrad.nn`` (``nn.manual_seed``) draws them. float32.
+    """
+
+    def __init__(self, config: GPTConfig, *, seed: int | None = None, rng: np.random.Generator | None = None):
+        super().__init__()
+        if not isinstance(config, GPTConfig):
+            raise TypeError(f"GPT: config must be a GPTConfig, got {type(config).__name__} "
+                            f"(from a dict: GPT(GPTConfig(**d)))")
+        if seed is not None and rng is not None:
+            raise ValueError("GPT: pass seed or rng, not both")
+        rng = np.random.default_rng(seed) if seed is not None else init.resolve_rng(rng)
+        self.config = c = config
+
+        self.tok_emb = nn.Embedding(c.vocab_size, c.d_model, rng=rng)
+        rope = None
+        if c.position == "learned":
+            self.pos_emb = nn.LearnedPositionalEmbedding(c.block_size, c.d_model, rng=rng)
+        elif c.position == "sinusoidal":
+            self.pos_emb = nn.SinusoidalPositionalEncoding(c.d_model)
+        else:
+            self.pos_emb = None
+            rope = nn.RotaryEmbedding(c.head_dim)  # no weights: one instance serves every block
+        self.drop = nn.Dropout(c.dropout, rng=rng)
+        mlp = "swiglu" if c.mlp == "swiglu" else ("gelu_tanh" if c.gelu_approximate == "tanh" else "gelu")
+        self.blocks = nn.ModuleList(
+            nn.TransformerBlock(c.d_model, c.n_head, c.d_ff, norm_first=True, causal=True, n_kv_heads=c.n_kv_head,
+                                rope=rope, norm=c.norm, mlp=mlp, dropout=c.dropout, bias=c.bias, eps=c.norm_eps,
+                                rng=rng)
+            for _ in range(c.n_layer))
+        if c.norm == "layernorm":
+            self.norm_f = nn.LayerNorm(c.d_model, eps=c.norm_eps, bias=c.bias)
+        else:
+            self.norm_f = nn.RMSNorm(c.d_model, eps=c.norm_eps)
+        self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False, rng=rng)
+        if c.tie_weights:
+            # One matrix, two jobs: embedding row i is also the output direction that scores token i.
+            self.lm_head.weight = self.tok_emb.weight
+        self._init_weights(rng)
+
+    def _init_weights(self, rng: np.random.Generator) -> None:
+        def gpt2_init(module):
+            if isinstance(module, nn.Linear):
+                init.normal_(module.weight, 0.0, 0.02, rng)
+                if module.bias is not None:
+                    init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding | nn.LearnedPositionalEmbedding):
+                init.normal_(module.weight, 0.0, 0.02, rng)
+
+        self.apply(gpt2_init)
+        for block in self.blocks:  # the projections that add into the residual stream
+            init.normal_(block.attn.out_proj.weight, 0.0, 0.02 / math.sqrt(2 * self.config.n_layer), rng)
+            init.normal_(block.mlp.down_proj.weight, 0.0, 0.02 / math.sqrt(2 * self.config.n_layer), rng)
+
+    # --- the forward pass -------------------------------------------------------------------
+
+    def forward(self, idx, targets=None, *, kv_caches: list[KVCache] | None = None):
+        """Logits (B, T, vocab_size) for token ids ``idx`` (B, T), and the mean cross-entropy (or None).
+
+        ``targets`` (B, T): the token that should follow each position (-100:
+        no loss there). ``kv_caches``: one ``KVCache`` per block, for decoding;
+        ``idx`` then holds only the tokens after those already cached.
+        """
+        c = self.config
+        idx = generation.token_batch(idx, c.vocab_size, "GPT.forward")
+        B, T = idx.shape
+        start = self._check_caches(kv_caches)  # how many earlier positions the caches hold
+        if T == 0 or start + T > c.block_size:
+            cached = f" after {start} cached positions" if start else ""
+            raise ValueError(f"GPT.forward: idx has shape {idx.shape}: {T} positions{cached}, but the model takes "
+                             f"1 to block_size={c.block_size} in all")
+
+        x = self.tok_emb(idx)  # (B, T, d_model)
+        if self.pos_emb is not None:
+            x = self.pos_emb(x, offset=start)  # + the encoding of positions start .. start + T - 1
+        x = self.drop(x)
+        for i, block in enumerate(self.blocks):
+            x = block(x, cache=kv_caches[i] if kv_caches else None)  # (B, T, d_model)
+        x = self.norm_f(x)
+        logits = self.lm_head(x)  # (B, T, vocab_size)
+
+        loss = None
+        if targets is not None:
+            targets = generation.target_batch(targets, (B, T), c.vocab_size, "GPT.forward")
+            loss = F.cross_entropy(logits, targets)  # mean over the positions that have a target
+        return logits, loss
+
+    def _check_caches(self, kv_caches) -> int:
+        if kv_caches is None:
+            return 0
+        if len(kv_caches) != len(self.blocks) or not all(isinstance(k, KVCache) for k in kv_caches):
+            raise ValueError(f"GPT.forward: kv_caches must be a list of {len(self.blocks)} KVCache (one per block), "
+                             f"got {len(kv_caches)} item(s)")
+        return kv_caches[0].length
+
+    # --- generation ---------------------------------------------------------------------
+
+    def generate(self, idx, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
+                 top_p: float | None = None, rng: np.random.Generator | None = None, use_cache: bool = True,
+                 return_logits: bool = False):
+        """Continue each prompt in ``idx`` (B, T) by ``max_new_tokens`` tokens; returns (B, T + new) int64.
+
+        ``temperature=0`` is greedy decoding; ``top_k`` / ``top_p`` restrict
+        sampling to the likeliest tokens (``models.generation``). ``rng`` (a
+        NumPy Generator or seed) makes sampling reproducible. ``use_cache``
+        keeps each layer's keys and values, so every new token costs one
+        position, not the whole prefix; without it the window is recomputed at
+        each step (same tokens, same logits). Past ``block_size`` the context
+        slides: the model sees the last ``block_size`` tokens (see the module
+        docstring for what that costs with the cache). The model runs in eval mode
+        (no dropout) and under ``no_grad``; its mode is restored afterwards.
+        ``return_logits``: also return the logits of every step (B, new, vocab_size).
+        """
+        c = self.config
+        idx = generation.token_batch(idx, c.vocab_size, "GPT.generate")
+        if idx.shape[1] == 0:
+            raise ValueError(f"GPT.generate: idx must hold a prompt of at least one token per row, got shape "
+                             f"{idx.shape}")
+        caches = [KVCache() for _ in self.blocks] if use_cache else None
+
+        def next_logits(tokens):  # tokens (B, L): the prompt and everything generated so far
+            window = tokens[:, -c.block_size:]  # the context slides once it is longer than block_size
+            if caches is None:
+                return self(window)[0][:, -1]  # (B, vocab_size): the whole window, every step
+            if tokens.shape[1] > c.block_size:  # every position in the window moved: start the caches afresh
+                for cache in caches:
+                    cache.reset()
+                new = window
+            else:
+                new = tokens[:, caches[0].length:]  # the tokens the caches have not seen: usually just one
+            return self(new, kv_caches=caches)[0][:, -1]
+
+        was_training = self.training
+        self.eval()
+        try:
+            return generation.autoregressive(next_logits, idx, max_new_tokens, temperature, top_k, top_p, rng,
+                                             return_logits=return_logits, who="GPT.generate")
+        finally:
+            self.train(was_training)
+
+    # --- GPT-2 weights ------------------------------------------------------------------
+
+    @classmethod
+    def from_gpt2(cls, path, n_head: int | None = None) -> GPT:
+        """A GPT holding the weights of a Hugging Face GPT-2 safetensors file (see ``models.gpt2.load_gpt2``)."""
+        from .gpt2 import load_gpt2
+
+        return load_gpt2(path, n_head=n_head)
+
+    def save_gpt2(self, path) -> None:
+        """Write this model as a GPT-2 safetensors file + config.json (see ``models.gpt2.save_gpt2``)."""
+        from .gpt2 import save_gpt2
+
+        save_gpt2(self, path)
