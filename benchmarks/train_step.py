@@ -221,7 +221,8 @@ class OpCensus:
     def __init__(self, minigrad):
         self.mg = minigrad
         self.phase = "forward"
-        self.vjp_depth = 0
+        self.vjp_stack: list[str] = []  # the VJPs running now (innermost last)
+        self.vjp_ops: dict[str, int] = {}  # op -> how many ops its VJPs ran
         self.records: dict[tuple, list] = {}  # (clock, op, phase) -> [calls, seconds]
         self.float64: dict[str, int] = {}  # op|phase -> outputs that were float64
         self.matmuls: dict[str, list] = {}  # "shape @ shape (layouts)" -> [calls, seconds, flops]
@@ -238,7 +239,7 @@ class OpCensus:
 
     def _phase(self) -> str:
         if self.phase == "backward":
-            return "vjp" if self.vjp_depth else "engine"
+            return "vjp" if self.vjp_stack else "engine"
         return self.phase
 
     def _add(self, clock_name: str, op_name: str, seconds: float) -> None:
@@ -277,12 +278,12 @@ class OpCensus:
 
         def vjp_clock(op, fn):
             def vjp(*args, **params):
-                self.vjp_depth += 1
+                self.vjp_stack.append(op.name)
                 start = clock()
                 try:
                     return fn(*args, **params)
                 finally:
-                    self.vjp_depth -= 1
+                    self.vjp_stack.pop()
                     self._add("vjp", op.name, clock() - start)
             return vjp
 
@@ -292,6 +293,8 @@ class OpCensus:
             start = clock()
             out = plain_apply(op, *inputs, **params)
             self._add("apply", op.name, clock() - start)
+            if self.vjp_stack:
+                self.vjp_ops[self.vjp_stack[-1]] = self.vjp_ops.get(self.vjp_stack[-1], 0) + 1
             return out
 
         for op in self.mg.OPS.values():
@@ -320,7 +323,8 @@ class OpCensus:
     def result(self) -> dict:
         t0, t1, t2, t3 = self.marks
         return {"records": [[*key, *value] for key, value in self.records.items()], "float64": self.float64,
-                "matmuls": self.matmuls, "wall": {"forward": t1 - t0, "backward": t2 - t1, "optimizer": t3 - t2}}
+                "matmuls": self.matmuls, "vjp_ops": self.vjp_ops,
+                "wall": {"forward": t1 - t0, "backward": t2 - t1, "optimizer": t3 - t2}}
 
 
 class TorchWorker:
@@ -470,7 +474,7 @@ def _quietest_census(censuses: list[dict]) -> dict:
     """The census step least disturbed by other load (the shortest), so its parts add up to its whole."""
     c = min(censuses, key=lambda c: sum(c["wall"].values()))
     return {"records": {tuple(r[:3]): (r[3], r[4]) for r in c["records"]}, "matmuls": c["matmuls"],
-            "wall": c["wall"], "float64": c["float64"]}
+            "wall": c["wall"], "float64": c["float64"], "vjp_ops": c["vjp_ops"]}
 
 
 def census_summary(censuses: list[dict], show_tables: bool) -> str:
@@ -508,11 +512,11 @@ def census_summary(censuses: list[dict], show_tables: bool) -> str:
     else:
         text.append("float64 op outputs: none.")
     if show_tables:
-        text += ["", _op_table(records), "", _matmul_table(c["matmuls"])]
+        text += ["", _op_table(records, c["vjp_ops"]), "", _matmul_table(c["matmuls"])]
     return "\n".join(text)
 
 
-def _op_table(records: dict) -> str:
+def _op_table(records: dict, vjp_ops: dict) -> str:
     ops: dict[str, dict] = {}
     for (clock_name, op, phase), (calls, seconds) in records.items():
         entry = ops.setdefault(op, {"fwd": 0, "bwd": 0, "opt": 0, "numpy": 0.0, "apply": 0.0, "vjp_calls": 0,
@@ -531,9 +535,10 @@ def _op_table(records: dict) -> str:
         overhead = e["apply"] - e["numpy"]
         rows.append([name, e["fwd"], e["bwd"], _util.fmt_ms(e["numpy"]), _util.fmt_ms(overhead),
                      _util.fmt_us(overhead / max(calls, 1)), e["vjp_calls"] or "-",
+                     vjp_ops.get(name, 0) if e["vjp_calls"] else "-",
                      _util.fmt_ms(e["vjp"]) if e["vjp_calls"] else "-"])
     headers = ["op", "calls in forward", "calls in backward", "NumPy ms", "overhead ms", "overhead us/call",
-               "its VJP: calls", "VJP ms (with its ops)"]
+               "its VJP: calls", "ops its VJPs ran", "VJP ms (with its ops)"]
     return "Per op (one step):\n" + _util.markdown_table(headers, rows)
 
 
