@@ -10,6 +10,10 @@ Attention is written out, ``softmax(Q K^T / sqrt(head_dim) + mask) V``, not
 ``F.scaled_dot_product_attention``: the comparison is between two eager
 engines running the same ops, not against a fused kernel minigrad does not have.
 
+Parameter names are those of ``models.GPT`` (with ``fused_qkv=False``), so
+``TorchGPT.load_state_dict`` takes a minigrad GPT's ``state_dict()`` arrays as
+tensors; the smoke test does that and checks both give the same logits.
+
 Importing this file imports torch; the benchmarks only do so when it is installed.
 """
 
@@ -58,25 +62,25 @@ class CausalSelfAttention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, d_model: int, d_ff: int, bias: bool, gelu_approximate: str):
         super().__init__()
-        self.fc = nn.Linear(d_model, d_ff, bias=bias)
+        self.up_proj = nn.Linear(d_model, d_ff, bias=bias)
         self.gelu = nn.GELU(approximate=gelu_approximate)
-        self.proj = nn.Linear(d_ff, d_model, bias=bias)
+        self.down_proj = nn.Linear(d_ff, d_model, bias=bias)
 
     def forward(self, x):
-        return self.proj(self.gelu(self.fc(x)))
+        return self.down_proj(self.gelu(self.up_proj(x)))
 
 
 class Block(nn.Module):
     def __init__(self, d_model, n_head, d_ff, block_size, bias, gelu_approximate, fused_qkv):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(d_model, bias=bias)
+        self.attn_norm = nn.LayerNorm(d_model, bias=bias)
         self.attn = CausalSelfAttention(d_model, n_head, block_size, bias, fused_qkv)
-        self.ln_2 = nn.LayerNorm(d_model, bias=bias)
+        self.mlp_norm = nn.LayerNorm(d_model, bias=bias)
         self.mlp = MLP(d_model, d_ff, bias, gelu_approximate)
 
     def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
+        x = x + self.attn(self.attn_norm(x))
+        return x + self.mlp(self.mlp_norm(x))
 
 
 class TorchGPT(nn.Module):
@@ -87,16 +91,16 @@ class TorchGPT(nn.Module):
         super().__init__()
         torch.manual_seed(seed)
         self.block_size = block_size
-        self.wte = nn.Embedding(vocab_size, d_model)
-        self.wpe = nn.Embedding(block_size, d_model)
+        self.tok_emb = nn.Embedding(vocab_size, d_model)
+        self.pos_emb = nn.Embedding(block_size, d_model)
         self.blocks = nn.ModuleList(Block(d_model, n_head, d_ff, block_size, bias, gelu_approximate, fused_qkv)
                                     for _ in range(n_layer))
-        self.ln_f = nn.LayerNorm(d_model, bias=bias)
+        self.norm_f = nn.LayerNorm(d_model, bias=bias)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
-        self.lm_head.weight = self.wte.weight  # tied: one matrix embeds tokens and scores them
+        self.lm_head.weight = self.tok_emb.weight  # tied: one matrix embeds tokens and scores them
 
         for name, p in self.named_parameters():
-            if name.endswith("out_proj.weight") or name.endswith("mlp.proj.weight"):
+            if name.endswith("out_proj.weight") or name.endswith("down_proj.weight"):
                 nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * n_layer))  # residual projections
             elif p.dim() == 2:
                 nn.init.normal_(p, 0.0, 0.02)
@@ -108,10 +112,10 @@ class TorchGPT(nn.Module):
     def forward(self, idx, targets=None):
         B, T = idx.shape
         pos = torch.arange(T, device=idx.device)
-        x = self.wte(idx) + self.wpe(pos)  # (B, T, d_model)
+        x = self.tok_emb(idx) + self.pos_emb(pos)  # (B, T, d_model)
         for block in self.blocks:
             x = block(x)
-        logits = self.lm_head(self.ln_f(x))  # (B, T, vocab_size)
+        logits = self.lm_head(self.norm_f(x))  # (B, T, vocab_size)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.view(B * T, -1), targets.view(B * T))

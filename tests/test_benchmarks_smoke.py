@@ -77,6 +77,32 @@ def test_train_step_against_torch():
     assert "minigrad / torch:" in out and "minigrad+malloc / minigrad:" in out
 
 
+def test_torch_reference_is_the_same_model():
+    """Given the same weights, TorchGPT and models.GPT compute the same logits, loss and gradients."""
+    torch = pytest.importorskip("torch", reason="torch not installed (pip install torch==2.13.0)")
+    gpt = pytest.importorskip("models.gpt", reason="models.GPT does not exist yet")
+    import numpy as np
+
+    from benchmarks.torch_gpt import TorchGPT
+
+    config = gpt.GPTConfig(vocab_size=65, block_size=8, n_layer=2, n_head=2, d_model=16, d_ff=64,
+                           gelu_approximate="tanh")
+    ours = gpt.GPT(config, seed=0)
+    theirs = TorchGPT(65, 8, 2, 2, 16, 64, gelu_approximate="tanh")
+    theirs.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in ours.state_dict().items()})
+    rng = np.random.default_rng(0)
+    idx, targets = rng.integers(0, 65, size=(3, 8)), rng.integers(0, 65, size=(3, 8))
+    logits, loss = ours(idx, targets)
+    loss.backward()
+    t_logits, t_loss = theirs(torch.from_numpy(idx), torch.from_numpy(targets))
+    t_loss.backward()
+    np.testing.assert_allclose(logits.data, t_logits.detach().numpy(), rtol=1e-4, atol=1e-5)
+    assert abs(loss.item() - t_loss.item()) < 1e-5
+    t_params = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        np.testing.assert_allclose(p.grad.data, t_params[name].grad.numpy(), rtol=1e-3, atol=1e-6, err_msg=name)
+
+
 def test_train_step_profile():
     out = run("benchmarks.train_step", "--profile", "--quick", "--profile-top", "5")
     assert "cProfile of 1 minigrad training step" in out
