@@ -108,11 +108,18 @@ def filter_logits(logits: np.ndarray, top_k: int | None = None, top_p: float | N
 
 
 def sample_next(logits, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-                rng: np.random.Generator | None = None) -> np.ndarray:
-    """One token id per row of ``logits`` (B, V): argmax when temperature is 0, else a draw. Returns (B,) int64."""
+                rng: np.random.Generator | int | None = None) -> np.ndarray:
+    """One token id per row of ``logits`` (B, V): argmax when temperature is 0, else a draw. Returns (B,) int64.
+
+    ``rng``: a NumPy Generator or seed; None draws from ``minigrad.nn``'s default generator.
+    """
+    check_sampling(temperature, top_k, top_p, "sample_next")
     logits = np.asarray(logits.data if isinstance(logits, Tensor) else logits)
+    if logits.ndim != 2:
+        raise ValueError(f"sample_next: logits must be (batch, vocab_size), got shape {logits.shape}")
     if temperature == 0:
         return logits.argmax(axis=-1).astype(np.int64)
+    rng = init.default_rng() if rng is None else np.random.default_rng(rng)
     probs = _softmax(filter_logits(logits / temperature, top_k, top_p))  # (B, V), float64
     # Inverse-CDF sampling: the first token whose cumulative probability passes a uniform draw.
     u = rng.random((probs.shape[0], 1))  # (B, 1)

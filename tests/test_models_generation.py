@@ -2,8 +2,11 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import minigrad as mg
+from minigrad import nn
 from models import generation as gen
 
 LOGITS = np.log(np.array([[0.5, 0.2, 0.15, 0.1, 0.05]]))  # token probabilities 0.5, 0.2, 0.15, 0.1, 0.05
@@ -19,6 +22,12 @@ def test_greedy_takes_the_argmax_of_each_row():
     logits = np.array([[0.1, 3.0, -1.0], [5.0, 0.0, 4.9]])
     np.testing.assert_array_equal(gen.sample_next(logits, temperature=0.0), [1, 0])
     np.testing.assert_array_equal(gen.sample_next(mg.Tensor(logits), temperature=0), [1, 0])  # Tensors too
+    with pytest.raises(ValueError, match=r"sample_next: logits must be \(batch, vocab_size\), got shape \(3,\)"):
+        gen.sample_next(logits[0])
+    nn.manual_seed(3)
+    first = gen.sample_next(np.zeros((4, 50)))  # without an rng: the default generator, which manual_seed seeds
+    nn.manual_seed(3)
+    np.testing.assert_array_equal(gen.sample_next(np.zeros((4, 50))), first)
 
 
 def test_sampling_matches_the_softmax_probabilities():
@@ -54,6 +63,19 @@ def test_top_p_keeps_the_smallest_nucleus_reaching_p():
     np.testing.assert_allclose(frequencies(LOGITS, top_p=0.6), [0.5 / 0.7, 0.2 / 0.7, 0, 0, 0], atol=0.015)
     both = np.isfinite(gen.filter_logits(LOGITS, top_k=3, top_p=0.99))
     np.testing.assert_array_equal(both, [[True, True, True, False, False]])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(-20, 20), min_size=1, max_size=12), st.floats(0.01, 1.0))
+def test_the_nucleus_is_the_smallest_set_of_likeliest_tokens_reaching_p(values, p):
+    logits = np.array([values])
+    kept = np.isfinite(gen.filter_logits(logits, top_p=p))[0]
+    probs = np.exp(logits[0] - logits.max()) / np.exp(logits[0] - logits.max()).sum()
+    assert kept[probs == probs.max()].any()
+    assert probs[kept].min() >= probs[~kept].max(initial=0)  # nothing left out is likelier than what is in
+    assert probs[kept].sum() >= p - 1e-9 or kept.all()  # the kept mass reaches p...
+    smallest = np.flatnonzero(kept)[np.argmin(probs[kept])]
+    assert probs[kept].sum() - probs[smallest] < p + 1e-9  # ...and would not without its least likely token
 
 
 def test_filter_leaves_the_input_alone_and_rows_independent():
