@@ -1,0 +1,629 @@
+"""Train a character-level language model on real text: a GPT (or an LSTM, or a plain RNN) on minigrad.
+
+    python -m demos.train_charlm                       # a small GPT on the standard library's docstrings
+    python -m demos.train_charlm --model lstm          # the same data, an LSTM
+    python -m demos.train_charlm --text my_book.txt    # any UTF-8 text file instead
+    python -m demos.train_charlm --resume runs/charlm-gpt-20250101-120000
+    python -m demos.sample runs/charlm-gpt-20250101-120000 --prompt "Return the"
+
+Every character of the text is a token. The model reads ``block_size``
+characters and predicts, at every position, the next one; the loss is the
+cross-entropy of those predictions, reported also in bits per character
+(loss / ln 2). The number to beat is the *unigram baseline*: the bits per
+character of a model that knows only how often each character occurs. A model
+that uses context goes well below it; the samples show what it has learned.
+
+The training loop is the standard one (nanoGPT's, written out): random windows
+of the training text from a seeded NumPy Generator, AdamW (weight decay on the
+matrices only), a linear warmup then a cosine decay of the learning rate, and
+the gradient clipped to a global norm of 1.
+
+Everything a run produces goes to its folder (``runs/charlm-<model>-<time>``
+by default; ``runs/`` is ignored by git):
+
+* ``config.json``: the model, training and data settings (and the text's SHA-256);
+* ``tokenizer.json``: the character table, without which the weights mean nothing;
+* ``checkpoint.safetensors``: model, optimizer, schedule and random-generator
+  state (``minigrad.io``: safetensors, written atomically), saved at every
+  evaluation, at the end, and on Ctrl-C;
+* ``metrics.json``: every training loss, the validation losses and the final figures;
+* ``loss_curve.png``: training and validation loss, in bits per character;
+* ``samples.txt``: the text sampled during training.
+
+``--resume RUN_DIR`` continues from the checkpoint. Because the checkpoint
+holds the random generator's state too, a run that is stopped (``--stop-after
+N`` or Ctrl-C) and resumed logs exactly the losses of a run that never stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+import minigrad as mg
+from demos import charlm_data as data
+from demos._common import pyplot, save_figure
+from minigrad import io, optim
+
+PROG = "python -m demos.train_charlm"
+RUN_FILES = ("config.json", "tokenizer.json", "checkpoint.safetensors", "metrics.json", "loss_curve.png",
+             "samples.txt")
+CHECKPOINT = "checkpoint.safetensors"
+LN2 = math.log(2.0)
+
+
+@dataclass
+class TrainConfig:
+    """Everything that decides what a run computes. Saved as config.json; ``--resume`` reads it back."""
+
+    model: str = "gpt"  # gpt | lstm | rnn
+    # data
+    text: str | None = None  # a UTF-8 file, or None for the standard library's docstrings
+    corpus_bytes: int = data.DEFAULT_MAX_BYTES
+    val_fraction: float = 0.1
+    # model
+    block_size: int = 64  # characters of context
+    n_layer: int = 4
+    n_head: int = 4
+    d_model: int = 128  # GPT width; for the recurrent models, the width of the character embedding
+    hidden_size: int = 256  # the recurrent models' state (the GPT has none)
+    position: str = "learned"  # GPT: learned | sinusoidal | rope
+    dropout: float = 0.0
+    # optimisation
+    steps: int = 400
+    batch_size: int = 16
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1  # the cosine decays to lr * min_lr_ratio
+    warmup_steps: int = 40
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    seed: int = 0
+    # evaluation and samples
+    eval_every: int = 100
+    eval_batches: int = 8
+    sample_every: int = 200
+    sample_chars: int = 240
+    temperature: float = 0.8
+
+
+# Per-model defaults, where they differ from TrainConfig's (which are the GPT's).
+MODEL_DEFAULTS = {
+    "gpt": {},
+    "lstm": {"n_layer": 1, "d_model": 64, "lr": 4e-3, "steps": 500, "warmup_steps": 20},
+    "rnn": {"n_layer": 1, "d_model": 64, "lr": 2e-3, "steps": 500, "warmup_steps": 20},
+}
+
+# Options that change what a run computes: fixed once the run exists, so --resume refuses them.
+HYPERPARAMETERS = [f.name for f in dataclasses.fields(TrainConfig)]
+
+
+class UsageError(Exception):
+    """A problem with the command line, the input text or the run folder: one line, exit code 2."""
+
+
+# --------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Train a character-level language model (GPT, LSTM or RNN) on minigrad.",
+        epilog="Defaults: a 4-layer GPT (d_model 128, 4 heads, 64 characters of context) for 400 steps of "
+               "16 windows on the standard library's docstrings: a few minutes on two cores.")
+    add = parser.add_argument
+    add("--model", choices=sorted(MODEL_DEFAULTS), help="the network (default: gpt)")
+    add("--out", type=Path, help="run folder (default: runs/charlm-<model>-<date>-<time>)")
+    add("--resume", type=Path, metavar="RUN_DIR", help="continue the run saved in RUN_DIR")
+    add("--stop-after", type=int, metavar="N", help="stop (and save) after N more steps; continue with --resume")
+    add("--quiet", action="store_true", help="no progress bar and no samples while training: evaluation lines only")
+
+    group = parser.add_argument_group("data")
+    group.add_argument("--text", type=Path, metavar="FILE",
+                       help="train on this UTF-8 text file (default: the standard library's docstrings)")
+    group.add_argument("--corpus-bytes", type=int, metavar="N", help="size cap of the docstring corpus (1000000)")
+    group.add_argument("--val-fraction", type=float, metavar="F", help="share of the text held out (0.1)")
+
+    group = parser.add_argument_group("model")
+    group.add_argument("--block-size", type=int, metavar="T", help="characters of context (64)")
+    group.add_argument("--n-layer", type=int, metavar="N", help="layers (GPT 4, LSTM/RNN 1)")
+    group.add_argument("--n-head", type=int, metavar="N", help="attention heads of the GPT (4)")
+    group.add_argument("--d-model", type=int, metavar="D", help="GPT width (128); LSTM/RNN embedding width (64)")
+    group.add_argument("--hidden-size", type=int, metavar="H", help="LSTM/RNN state size (256)")
+    group.add_argument("--position", choices=["learned", "sinusoidal", "rope"],
+                       help="GPT position information (learned)")
+    group.add_argument("--dropout", type=float, metavar="P", help="dropout probability (0)")
+
+    group = parser.add_argument_group("optimisation")
+    group.add_argument("--steps", type=int, metavar="N", help="optimizer steps in all (GPT 400, LSTM/RNN 500)")
+    group.add_argument("--batch-size", type=int, metavar="B", help="windows per step (16)")
+    group.add_argument("--lr", type=float, help="peak learning rate (GPT 3e-3, LSTM 4e-3, RNN 2e-3)")
+    group.add_argument("--min-lr-ratio", type=float, metavar="R", help="final lr as a fraction of the peak (0.1)")
+    group.add_argument("--warmup-steps", type=int, metavar="N", help="linear warmup steps (GPT 40, LSTM/RNN 20)")
+    group.add_argument("--weight-decay", type=float, metavar="W", help="AdamW weight decay on matrices (0.1)")
+    group.add_argument("--grad-clip", type=float, metavar="NORM", help="clip the gradient's global norm (1.0)")
+    group.add_argument("--seed", type=int, help="seed of the weights, the batches and dropout (0)")
+
+    group = parser.add_argument_group("evaluation and samples")
+    group.add_argument("--eval-every", type=int, metavar="N", help="evaluate every N steps (100)")
+    group.add_argument("--eval-batches", type=int, metavar="N", help="validation batches per evaluation (8)")
+    group.add_argument("--sample-every", type=int, metavar="N", help="print a sample every N steps (200; 0: never)")
+    group.add_argument("--sample-chars", type=int, metavar="N", help="characters per sample (240)")
+    group.add_argument("--temperature", type=float, help="sampling temperature of the samples (0.8)")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """A new run's TrainConfig: the model's defaults, overridden by whatever was given on the command line."""
+    model = args.model or "gpt"
+    values = {**dataclasses.asdict(TrainConfig()), **MODEL_DEFAULTS[model], "model": model}
+    values.update({k: getattr(args, k) for k in HYPERPARAMETERS if getattr(args, k, None) is not None})
+    if values["text"] is not None:
+        values["text"] = str(values["text"])
+    cfg = TrainConfig(**values)
+    check_config(cfg)
+    return cfg
+
+
+def check_config(cfg: TrainConfig) -> None:
+    positive = ["corpus_bytes", "block_size", "n_layer", "n_head", "d_model", "hidden_size", "steps", "batch_size",
+                "eval_every", "eval_batches", "sample_chars"]
+    for name in positive:
+        if getattr(cfg, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
+    checks = [("val_fraction", 0 < cfg.val_fraction < 1, "in (0, 1)"), ("dropout", 0 <= cfg.dropout < 1, "in [0, 1)"),
+              ("lr", cfg.lr > 0, "> 0"), ("min_lr_ratio", 0 <= cfg.min_lr_ratio <= 1, "in [0, 1]"),
+              ("warmup_steps", 0 <= cfg.warmup_steps < cfg.steps, f"in [0, steps={cfg.steps})"),
+              ("weight_decay", cfg.weight_decay >= 0, ">= 0"), ("grad_clip", cfg.grad_clip > 0, "> 0"),
+              ("sample_every", cfg.sample_every >= 0, ">= 0"), ("temperature", cfg.temperature >= 0, ">= 0")]
+    for name, ok, rule in checks:
+        if not ok:
+            raise UsageError(f"--{name.replace('_', '-')} must be {rule}, got {getattr(cfg, name)}")
+
+
+# --------------------------------------------------------------------------------------
+# Models and optimizer
+# --------------------------------------------------------------------------------------
+
+
+def build_model(cfg: TrainConfig, vocab_size: int, rng: np.random.Generator):
+    """The network ``cfg.model`` names, and its config as a dict (for config.json).
+
+    The weights are drawn from ``rng``, and the model keeps ``rng`` for dropout:
+    the same generator then also draws the batches, so one saved generator
+    state restores everything random in training.
+    """
+    if cfg.model == "gpt":
+        from models.gpt import GPT, GPTConfig
+
+        try:
+            model_config = GPTConfig(vocab_size=vocab_size, block_size=cfg.block_size, n_layer=cfg.n_layer,
+                                     n_head=cfg.n_head, d_model=cfg.d_model, position=cfg.position,
+                                     dropout=cfg.dropout)
+        except (ValueError, TypeError) as err:
+            raise UsageError(str(err)) from None
+        return GPT(model_config, rng=rng), dataclasses.asdict(model_config)
+    from models.rnn import RNNLM, RNNConfig
+
+    try:
+        model_config = RNNConfig(vocab_size=vocab_size, cell=cfg.model, d_model=cfg.d_model,
+                                 hidden_size=cfg.hidden_size, n_layer=cfg.n_layer, dropout=cfg.dropout)
+    except (ValueError, TypeError) as err:
+        raise UsageError(str(err)) from None
+    return RNNLM(model_config, rng=rng), dataclasses.asdict(model_config)
+
+
+def build_optimizer(model, cfg: TrainConfig):
+    """AdamW with weight decay on the matrices only (not on biases and norm gains), warmup + cosine schedule."""
+    params = list(model.parameters())
+    groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": cfg.weight_decay},
+              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+    optimizer = optim.AdamW([g for g in groups if g["params"]], lr=cfg.lr, betas=(0.9, 0.99))
+    scheduler = optim.WarmupCosineLR(optimizer, cfg.warmup_steps, cfg.steps, cfg.min_lr_ratio)
+    return optimizer, scheduler
+
+
+# --------------------------------------------------------------------------------------
+# The run: its folder, its data, its state
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    cfg: TrainConfig
+    folder: Path
+    corpus: data.Corpus
+    tokenizer: data.CharTokenizer
+    train_ids: np.ndarray
+    val_ids: np.ndarray
+    model: object
+    model_config: dict
+    optimizer: optim.Optimizer
+    scheduler: optim.LRScheduler
+    rng: np.random.Generator
+    step: int = 0  # optimizer steps completed
+    train_losses: list = dataclasses.field(default_factory=list)  # one per step, in nats
+    val_losses: list = dataclasses.field(default_factory=list)  # [step, loss in nats]
+    seconds: float = 0.0  # training time so far, over every session of the run
+
+    @property
+    def unigram_bpc(self) -> float:
+        return data.unigram_bits_per_char(self.train_ids, self.val_ids, self.tokenizer.vocab_size)
+
+
+def load_corpus(cfg: TrainConfig) -> data.Corpus:
+    if cfg.text is not None:
+        return data.text_file_corpus(cfg.text, data.min_chars_needed(cfg.block_size, cfg.val_fraction))
+    corpus = data.stdlib_corpus(cfg.corpus_bytes)
+    needed = data.min_chars_needed(cfg.block_size, cfg.val_fraction)
+    if len(corpus.text) < needed:
+        raise UsageError(f"the docstring corpus has {len(corpus.text):,} characters; --block-size "
+                         f"{cfg.block_size} with --val-fraction {cfg.val_fraction} needs at least {needed:,}")
+    return corpus
+
+
+def new_run(cfg: TrainConfig, folder: Path | None, argv: list[str]) -> Run:
+    corpus = load_corpus(cfg)
+    if folder is None:
+        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+        folder = Path("runs") / f"charlm-{cfg.model}-{stamp}"
+        suffix = 1
+        while folder.exists():  # two runs started in the same second
+            suffix += 1
+            folder = Path("runs") / f"charlm-{cfg.model}-{stamp}-{suffix}"
+    elif (folder / CHECKPOINT).exists() or (folder / "config.json").exists():
+        raise UsageError(f"--out {folder} already holds a run; continue it with --resume {folder}, "
+                         f"or choose another folder")
+    tokenizer = data.CharTokenizer.from_text(corpus.text)
+    run = assemble(cfg, folder, corpus, tokenizer)
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = {"train": dataclasses.asdict(cfg), "model": run.model_config,
+                "data": {"source": corpus.source, "sha256": corpus.sha256, "characters": len(corpus.text),
+                         "vocab_size": tokenizer.vocab_size, "train_characters": len(run.train_ids),
+                         "val_characters": len(run.val_ids)},
+                "minigrad_version": mg.__version__, "created": datetime.now().isoformat(timespec="seconds"),
+                "command": " ".join([PROG, *argv])}
+    write_json(folder / "config.json", settings)
+    tokenizer.save(folder / "tokenizer.json")
+    (folder / "samples.txt").write_text("")
+    return run
+
+
+def resume_run(folder: Path, args: argparse.Namespace) -> Run:
+    """The run saved in ``folder``, at its last checkpoint, with the same data verified by its hash."""
+    given = [f"--{k.replace('_', '-')}" for k in [*HYPERPARAMETERS, "out"] if getattr(args, k, None) is not None]
+    if given:
+        raise UsageError(f"--resume continues a run with its saved settings; drop {', '.join(given)} "
+                         f"(only --stop-after and --quiet may be given with --resume)")
+    for name in ("config.json", "tokenizer.json", CHECKPOINT):
+        if not (folder / name).is_file():
+            raise UsageError(f"--resume {folder}: no {name} there; is it a folder made by {PROG}?")
+    try:
+        settings = json.loads((folder / "config.json").read_text())
+        cfg = TrainConfig(**settings["train"])
+        tokenizer = data.CharTokenizer.load(folder / "tokenizer.json")
+    except (ValueError, KeyError, TypeError) as err:
+        raise UsageError(f"--resume {folder}: unreadable config.json or tokenizer.json ({err})") from None
+    corpus = load_corpus(cfg)
+    if corpus.sha256 != settings["data"]["sha256"]:
+        raise UsageError(f"--resume {folder}: the training text has changed since the run started "
+                         f"({corpus.source}: sha256 {corpus.sha256[:12]}, the run used "
+                         f"{settings['data']['sha256'][:12]})")
+    run = assemble(cfg, folder, corpus, tokenizer)
+    try:
+        checkpoint = io.load(folder / CHECKPOINT, run.model, run.optimizer, rng=run.rng, scheduler=run.scheduler)
+    except io.CheckpointError as err:
+        raise UsageError(str(err).replace("\n", " ")) from None
+    run.step = checkpoint.step
+    run.train_losses = checkpoint.extra["train_losses"]
+    run.val_losses = checkpoint.extra["val_losses"]
+    run.seconds = checkpoint.extra["seconds"]
+    return run
+
+
+def assemble(cfg: TrainConfig, folder: Path, corpus: data.Corpus, tokenizer: data.CharTokenizer) -> Run:
+    """The model, optimizer and generator of a run at step 0 (a resumed run then loads its checkpoint)."""
+    ids = tokenizer.encode(corpus.text)
+    train_ids, val_ids = data.train_val_split(ids, cfg.val_fraction)
+    rng = np.random.default_rng(cfg.seed)
+    model, model_config = build_model(cfg, tokenizer.vocab_size, rng)
+    optimizer, scheduler = build_optimizer(model, cfg)
+    return Run(cfg, folder, corpus, tokenizer, train_ids, val_ids, model, model_config, optimizer, scheduler, rng)
+
+
+def save_checkpoint(run: Run) -> None:
+    extra = {"train_losses": run.train_losses, "val_losses": run.val_losses, "seconds": run.seconds}
+    io.save(run.folder / CHECKPOINT, run.model, run.optimizer, step=run.step, config=run.model_config,
+            extra=extra, rng=run.rng, scheduler=run.scheduler)
+
+
+def write_json(path: Path, value) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(value, indent=2) + "\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------------------
+# Training
+# --------------------------------------------------------------------------------------
+
+
+def train_step(run: Run, x: np.ndarray, y: np.ndarray) -> float:
+    """One optimizer step on the batch (x, y); returns its loss (nats per character)."""
+    _, loss = run.model(x, y)
+    run.optimizer.zero_grad()
+    loss.backward()
+    optim.clip_grad_norm_(run.model.parameters(), run.cfg.grad_clip)
+    run.optimizer.step()
+    run.scheduler.step()
+    return loss.item()
+
+
+@mg.no_grad()
+def evaluate(model, batches) -> float:
+    """Mean loss over fixed validation batches, in eval mode (no dropout)."""
+    model.eval()
+    try:
+        return float(np.mean([model(x, y)[1].item() for x, y in batches]))
+    finally:
+        model.train()
+
+
+def sample_text(run: Run, n_chars: int, temperature: float, seed) -> str:
+    """A continuation of a newline (or of the text's first character when it has no newlines)."""
+    tok = run.tokenizer
+    prompt = "\n" if "\n" in tok.ids else run.corpus.text[0]
+    out = run.model.generate(tok.encode(prompt)[None], n_chars, temperature=temperature,
+                             rng=np.random.default_rng(seed))
+    return tok.decode(out[0, len(prompt):])
+
+
+class DeferredInterrupt:
+    """Within this block the first Ctrl-C only sets ``requested``; the loop finishes its step, saves and stops.
+
+    A second Ctrl-C interrupts at once. (Outside the main thread, where signal
+    handlers cannot be installed, Ctrl-C raises KeyboardInterrupt as usual.)
+    """
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def _handler(self, signum, frame):
+        self.requested = True
+        signal.signal(signal.SIGINT, self._previous)  # a second Ctrl-C: the usual KeyboardInterrupt
+
+    def __enter__(self):
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        except ValueError:  # not the main thread
+            self._previous = None
+        return self
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        return False
+
+
+def train(run: Run, stop_after: int | None, quiet: bool) -> str:
+    """Run the loop until the last step, ``stop_after`` more steps, or Ctrl-C. Returns why it stopped."""
+    cfg = run.cfg
+    end = cfg.steps if stop_after is None else min(cfg.steps, run.step + stop_after)
+    eval_rng = np.random.default_rng([cfg.seed, 1])  # the same validation batches at every evaluation
+    val_batches = [data.get_batch(run.val_ids, cfg.batch_size, cfg.block_size, eval_rng)
+                   for _ in range(cfg.eval_batches)]
+    bar = progress_bar(cfg.steps, run.step, quiet)
+
+    def log(line: str) -> None:
+        (bar.write if bar is not None else print)(line)
+
+    tokens_per_step = cfg.batch_size * cfg.block_size
+    window_start, window_steps = time.perf_counter(), 0
+    since_eval: list[float] = []
+    stopped = "finished"
+    with DeferredInterrupt() as interrupt:
+        while run.step < end:
+            if interrupt.requested:
+                stopped = "interrupted"
+                break
+            rng_state = run.rng.bit_generator.state  # to undo this step's draws if it is interrupted
+            started = time.perf_counter()
+            try:
+                x, y = data.get_batch(run.train_ids, cfg.batch_size, cfg.block_size, run.rng)
+                loss = train_step(run, x, y)
+            except KeyboardInterrupt:
+                # Interrupted mid-step (no signal handler, or a second Ctrl-C): the step never happened.
+                run.rng.bit_generator.state = rng_state
+                stopped = "interrupted"
+                break
+            if not math.isfinite(loss):
+                log(f"step {run.step + 1}: the loss is {loss}; stopping (try a lower --lr)")
+                stopped = "diverged"
+                break
+            run.seconds += time.perf_counter() - started
+            run.step += 1
+            run.train_losses.append(loss)
+            since_eval.append(loss)
+            window_steps += 1
+            if bar is not None:
+                elapsed = time.perf_counter() - window_start
+                bar.set_postfix_str(f"loss {loss:.3f}, {window_steps * tokens_per_step / elapsed:,.0f} tok/s")
+                bar.update(1)
+                if elapsed > 10:  # tokens/s over the last ten seconds or so
+                    window_start, window_steps = time.perf_counter(), 0
+
+            last = run.step == cfg.steps
+            if run.step % cfg.eval_every == 0 or last:
+                val = evaluate(run.model, val_batches)
+                run.val_losses.append([run.step, val])
+                log(f"step {run.step:>5}/{cfg.steps} | train loss {np.mean(since_eval):.3f} | "
+                    f"val loss {val:.3f} = {val / LN2:.2f} bits/char | lr {run.scheduler.get_last_lr()[0]:.2e} | "
+                    f"{tokens_per_step * run.step / max(run.seconds, 1e-9):,.0f} tok/s")
+                since_eval = []
+                save_checkpoint(run)
+            if cfg.sample_every and (run.step % cfg.sample_every == 0 or last):
+                text = sample_text(run, cfg.sample_chars, cfg.temperature, seed=[cfg.seed, run.step])
+                append_sample(run, text)
+                if not quiet:
+                    log(f"--- sample at step {run.step} (temperature {cfg.temperature}) ---\n{text}\n---")
+        else:
+            stopped = "finished" if run.step == cfg.steps else "paused"
+    if bar is not None:
+        bar.close()
+    if run.val_losses and run.val_losses[-1][0] == run.step and stopped == "finished":
+        return stopped  # the last evaluation saved the checkpoint already
+    save_checkpoint(run)
+    return stopped
+
+
+def progress_bar(total: int, initial: int, quiet: bool):
+    if quiet:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        print("(tqdm is not installed: no progress bar; pip install tqdm)")
+        return None
+    return tqdm(total=total, initial=initial, desc="training", unit="step", dynamic_ncols=True, leave=True)
+
+
+def append_sample(run: Run, text: str) -> None:
+    with open(run.folder / "samples.txt", "a", encoding="utf-8") as f:
+        f.write(f"=== step {run.step} (temperature {run.cfg.temperature}) ===\n{text}\n\n")
+
+
+# --------------------------------------------------------------------------------------
+# Reporting
+# --------------------------------------------------------------------------------------
+
+
+def plot_losses(run: Run, path: Path) -> Path | None:
+    """Training loss (each step, and smoothed) and validation loss, in bits per character, with the baseline."""
+    plt = pyplot()
+    if plt is None or not run.train_losses:
+        return None
+    train_bpc = np.asarray(run.train_losses) / LN2
+    steps = np.arange(1, len(train_bpc) + 1)
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    ax.plot(steps, train_bpc, color="tab:blue", alpha=0.25, linewidth=0.8)
+    ax.plot(steps, smooth(train_bpc), color="tab:blue", linewidth=1.8, label="train (smoothed)")
+    if run.val_losses:
+        val_steps, val = np.asarray(run.val_losses).T
+        ax.plot(val_steps, val / LN2, "o-", color="tab:orange", linewidth=1.8, markersize=5, label="validation")
+    ax.axhline(run.unigram_bpc, color="gray", linestyle="--", linewidth=1.2,
+               label=f"unigram baseline ({run.unigram_bpc:.2f})")
+    ax.set_xlabel("step")
+    ax.set_ylabel("bits per character")
+    ax.set_xlim(0, max(run.cfg.steps, len(train_bpc)))
+    top = max(run.unigram_bpc + 1.0, float(np.percentile(train_bpc[: max(5, len(train_bpc) // 20)], 50)))
+    ax.set_ylim(0, min(top, float(train_bpc.max()) + 0.2))
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper right")
+    ax.set_title(f"char-level {run.cfg.model.upper()} on {short_source(run)}, "
+                 f"{run.model.num_parameters():,} parameters")
+    return save_figure(fig, path)
+
+
+def smooth(values: np.ndarray, alpha: float = 0.05) -> np.ndarray:
+    """Exponential moving average, bias-corrected so the first points are not pulled towards 0."""
+    out, avg = np.empty_like(values), 0.0
+    for i, v in enumerate(values):
+        avg = (1 - alpha) * avg + alpha * v
+        out[i] = avg / (1 - (1 - alpha) ** (i + 1))
+    return out
+
+
+def short_source(run: Run) -> str:
+    return Path(run.cfg.text).name if run.cfg.text else "stdlib docstrings"
+
+
+def example_prompt(run: Run) -> str:
+    """A prompt for the closing hint: "Return the" (the docstring corpus), or the first words of the text."""
+    if all(ch in run.tokenizer.ids for ch in "Return the"):
+        return "Return the"
+    return " ".join(run.corpus.text.split()[:2])[:20]
+
+
+def write_metrics(run: Run, stopped: str) -> dict:
+    final_val = run.val_losses[-1][1] if run.val_losses else None
+    metrics = {"step": run.step, "steps": run.cfg.steps, "stopped": stopped, "training_seconds": run.seconds,
+               "unigram_bpc": run.unigram_bpc, "final_val_loss": final_val,
+               "final_val_bpc": None if final_val is None else final_val / LN2,
+               "parameters": run.model.num_parameters(), "train_losses": run.train_losses,
+               "val_losses": run.val_losses}
+    write_json(run.folder / "metrics.json", metrics)
+    return metrics
+
+
+# --------------------------------------------------------------------------------------
+# main
+# --------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Train (or resume) a run; returns its metrics. Bad input: a one-line error and SystemExit(2)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(argv)
+    try:
+        if args.stop_after is not None and args.stop_after < 1:
+            raise UsageError(f"--stop-after must be at least 1, got {args.stop_after}")
+        if args.resume is not None:
+            run = resume_run(args.resume, args)
+        else:
+            run = new_run(config_from_args(args), args.out, argv)
+    except (UsageError, data.DataError) as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    cfg = run.cfg
+    print(f"data:  {run.corpus.description}")
+    print(f"       {run.tokenizer.vocab_size} distinct characters; {len(run.train_ids):,} to train on, "
+          f"{len(run.val_ids):,} to validate on")
+    print(f"model: {cfg.model.upper()} with {run.model.num_parameters():,} parameters, "
+          f"{cfg.block_size} characters of context")
+    print(f"train: {cfg.steps} steps of {cfg.batch_size} windows, AdamW lr {cfg.lr:g} "
+          f"(warmup {cfg.warmup_steps}, cosine to {cfg.lr * cfg.min_lr_ratio:g}), clip {cfg.grad_clip:g}")
+    if run.step:
+        print(f"resuming {run.folder} at step {run.step}")
+    print(f"unigram baseline: {run.unigram_bpc:.2f} bits/char (a model that knows only character frequencies)")
+
+    stopped = train(run, args.stop_after, args.quiet)
+    metrics = write_metrics(run, stopped)
+    picture = plot_losses(run, run.folder / "loss_curve.png")
+
+    if metrics["final_val_bpc"] is not None:
+        print(f"validation: {metrics['final_val_bpc']:.2f} bits/char at step {run.step} "
+              f"(unigram baseline {run.unigram_bpc:.2f}); {run.seconds:.0f} s of training")
+    if stopped != "finished":
+        why = {"interrupted": "interrupted", "paused": "stopped as asked", "diverged": "stopped: the loss diverged"}
+        print(f"{why[stopped]} at step {run.step}/{cfg.steps}; continue with: {PROG} --resume {run.folder}")
+    print(f"run folder: {run.folder}")
+    print(f"  checkpoint  {run.folder / CHECKPOINT}  (step {run.step})")
+    print(f"  config      {run.folder / 'config.json'}, tokenizer {run.folder / 'tokenizer.json'}")
+    print(f"  losses      {run.folder / 'metrics.json'}" + (f", plot {picture}" if picture else ""))
+    print(f"  samples     {run.folder / 'samples.txt'}")
+    print(f"sample more:  python -m demos.sample {run.folder} --prompt {json.dumps(example_prompt(run))}")
+    return metrics
+
+
+def cli() -> int:
+    metrics = main()
+    return 130 if metrics["stopped"] == "interrupted" else 0  # 130: the shell's code for Ctrl-C
+
+
+if __name__ == "__main__":
+    raise SystemExit(cli())
