@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import io
 import json
 import os
@@ -226,6 +227,7 @@ class OpCensus:
         self.records: dict[tuple, list] = {}  # (clock, op, phase) -> [calls, seconds]
         self.float64: dict[str, int] = {}  # op|phase -> outputs that were float64
         self.matmuls: dict[str, list] = {}  # "shape @ shape (layouts)" -> [calls, seconds, flops]
+        self.gc = {"collections": [0, 0, 0], "seconds": 0.0}  # Python's cycle collector, per generation
         census = self
 
         class PhaseMarks(list):
@@ -303,11 +305,20 @@ class OpCensus:
         tensor_module.apply = apply_clock
         if hasattr(ops_module, "_apply"):
             ops_module._apply = apply_clock
+        gc.callbacks.append(self._gc_clock)
         return self
 
     def __exit__(self, *exc):
+        gc.callbacks.remove(self._gc_clock)
         for owner, name, original in self.saved:
             setattr(owner, name, original)
+
+    def _gc_clock(self, event: str, info: dict) -> None:
+        if event == "start":
+            self._gc_start = clock()
+        else:
+            self.gc["collections"][info["generation"]] += 1
+            self.gc["seconds"] += clock() - self._gc_start
 
     def _add_matmul(self, arrays, out, seconds: float) -> None:
         def layout(a):
@@ -323,7 +334,7 @@ class OpCensus:
     def result(self) -> dict:
         t0, t1, t2, t3 = self.marks
         return {"records": [[*key, *value] for key, value in self.records.items()], "float64": self.float64,
-                "matmuls": self.matmuls, "vjp_ops": self.vjp_ops,
+                "matmuls": self.matmuls, "vjp_ops": self.vjp_ops, "gc": self.gc,
                 "wall": {"forward": t1 - t0, "backward": t2 - t1, "optimizer": t3 - t2}}
 
 
@@ -474,7 +485,7 @@ def _quietest_census(censuses: list[dict]) -> dict:
     """The census step least disturbed by other load (the shortest), so its parts add up to its whole."""
     c = min(censuses, key=lambda c: sum(c["wall"].values()))
     return {"records": {tuple(r[:3]): (r[3], r[4]) for r in c["records"]}, "matmuls": c["matmuls"],
-            "wall": c["wall"], "float64": c["float64"], "vjp_ops": c["vjp_ops"]}
+            "wall": c["wall"], "float64": c["float64"], "vjp_ops": c["vjp_ops"], "gc": c["gc"]}
 
 
 def census_summary(censuses: list[dict], show_tables: bool) -> str:
@@ -507,6 +518,9 @@ def census_summary(censuses: list[dict], show_tables: bool) -> str:
     if apply_calls != numpy_calls:
         text.append(f"(note: {numpy_calls} op forwards ran but apply() was seen {apply_calls} times: the engine "
                     f"calls ops some other way now, so the overhead column is incomplete)")
+    collections = c["gc"]["collections"]
+    text.append(f"Python's garbage collector ran {sum(collections)} times during the step (generations 0/1/2: "
+                f"{'/'.join(map(str, collections))}), {ms(c['gc']['seconds'])} ms in all.")
     if c["float64"]:
         text.append("float64 op outputs: " + ", ".join(f"{k} x{n}" for k, n in sorted(c["float64"].items())))
     else:
