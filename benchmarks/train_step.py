@@ -23,8 +23,8 @@ Matmul share. minigrad: the matmul op's ``forward`` (the one ``np.matmul`` call;
 backward's matmuls go through the same op, as VJPs are Tensor ops) is wrapped
 with a clock for the whole run; the wrapper costs well under a microsecond per
 call. torch: ``torch.profiler`` records a few extra, untimed steps, and the self
-time of ``aten::mm / bmm / addmm`` is summed. Both shares divide by the median
-(unprofiled) step time.
+time of ``aten::mm / bmm / addmm`` is summed. The share is the median over
+steps of each step's matmul time divided by that step's time.
 
 Op census (minigrad, ``--census`` for the per-op tables): extra, untimed steps
 (``--census-steps``) under ``OpCensus``, which counts and clocks every op by
@@ -140,12 +140,10 @@ class MinigradWorker:
     """Holds a minigrad model + AdamW; ``step()`` times one training step, ``census()`` counts its ops."""
 
     def __init__(self, cfg: Config, which: str, gelu: str, fused_qkv: bool):
-        import numpy as np
-
         import minigrad
         from minigrad.optim import AdamW
 
-        self.np, self.mg = np, minigrad
+        self.mg = minigrad
         self.rss_after_import = _util.rss_mb()
         self.model, self.label = build_minigrad(cfg, which, gelu, fused_qkv)
         self.params = list(self.model.parameters())
@@ -379,14 +377,14 @@ class TorchWorker:
         from torch.profiler import ProfilerActivity, profile
 
         with _util.quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
-            self.step()
+            step = self.step()["step"]
         matmul_us, calls, ops = 0.0, 0, 0
         for event in prof.key_averages():
             ops += event.count
             if event.key in self.MATMUL_KERNELS:
                 matmul_us += event.self_cpu_time_total
                 calls += event.count
-        return {"matmul": matmul_us * 1e-6, "matmul_calls": calls, "profiled_events": ops}
+        return {"matmul": matmul_us * 1e-6, "matmul_calls": calls, "profiled_events": ops, "step": step}
 
 
 def run_worker(args) -> None:
@@ -450,12 +448,12 @@ def report(result: dict, show_census: bool) -> str:
         step = _util.summary(_column(steps, "step"))
         medians[name] = step["median"]
         fwd, bwd = _util.median(_column(steps, "forward")), _util.median(_column(steps, "backward"))
-        if name.startswith("minigrad"):
-            matmul_s = _util.median(_column(steps, "matmul"))
-            matmul_calls = steps[0]["matmul_calls"]
-        else:
-            matmul_s = _util.median(_column(census, "matmul"))
-            matmul_calls = census[0]["matmul_calls"]
+        # Matmul time and share, each step's matmul time over that same step's time (medians):
+        # minigrad clocks every timed step; torch's profiler runs on the census steps only.
+        measured = steps if name.startswith("minigrad") else census
+        matmul_s = _util.median(_column(measured, "matmul"))
+        matmul_share = _util.median([s["matmul"] / s["step"] for s in measured])
+        matmul_calls = measured[0]["matmul_calls"]
         dtypes = set(d for s in steps for d in s["dtypes"])
         label = info["label"] + (" (malloc tuned)" if name.endswith("+malloc") else "")
         if dtypes != {"float32"}:
@@ -464,7 +462,7 @@ def report(result: dict, show_census: bool) -> str:
                      _util.fmt_ms(step["min"]), _util.fmt_ms(fwd), _util.fmt_ms(bwd),
                      _util.fmt_ms(_util.median(_column(steps, "optimizer"))), f"{bwd / fwd:.2f}",
                      f"{cfg.tokens / step['median']:,.0f}",
-                     f"{_util.fmt_ms(matmul_s)} ({matmul_s / step['median']:.0%})", str(matmul_calls),
+                     f"{_util.fmt_ms(matmul_s)} ({matmul_share:.0%})", str(matmul_calls),
                      f"{result['final'][name]['peak_rss_mb']:.0f} "
                      f"({info['rss_after_import_mb']:.0f} after import)"])
     lines.append(_util.markdown_table(headers, rows))
