@@ -25,10 +25,6 @@ import time
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
                     "NUMEXPR_NUM_THREADS")
 
-# glibc returns large freed blocks to the OS and page-faults them back in on the next
-# step; raising both thresholds keeps them in the process (issue 8, finding 1).
-MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=4294967296"
-
 clock = time.perf_counter
 
 
@@ -37,12 +33,9 @@ clock = time.perf_counter
 # --------------------------------------------------------------------------------------
 
 
-def thread_env(threads: int, malloc_tune: bool = False) -> dict[str, str]:
+def thread_env(threads: int) -> dict[str, str]:
     """The environment variables that cap every BLAS / OpenMP pool at ``threads`` threads."""
-    env = {name: str(threads) for name in THREAD_VARIABLES}
-    if malloc_tune:
-        env["GLIBC_TUNABLES"] = MALLOC_TUNABLES
-    return env
+    return {name: str(threads) for name in THREAD_VARIABLES}
 
 
 def pin_threads(threads: int) -> None:
@@ -69,10 +62,15 @@ def torch_available() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
-def worker_env(threads: int, malloc_tune: bool = False) -> dict[str, str]:
-    """The environment for a measuring subprocess: ours, plus the thread caps (and malloc tuning)."""
+def worker_env(threads: int, malloc_tune: bool = True) -> dict[str, str]:
+    """The environment for a measuring subprocess: ours, plus the thread caps.
+
+    minigrad raises glibc's malloc thresholds when imported (minigrad/_memory.py);
+    ``malloc_tune=False`` opts out, for A/B runs.
+    """
     env = dict(os.environ)
-    env.update(thread_env(threads, malloc_tune))
+    env.update(thread_env(threads))
+    env["MINIGRAD_MALLOC_TUNE"] = "1" if malloc_tune else "0"
     # So `python -m benchmarks...` finds this checkout whatever the working directory.
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -106,7 +104,7 @@ def quiet_stderr():
 class Worker:
     """The parent's handle on ``python -m <module> --worker <kind> <args>``: ``ask(command) -> dict``."""
 
-    def __init__(self, module: str, kind: str, args: list[str], threads: int, malloc_tune: bool = False,
+    def __init__(self, module: str, kind: str, args: list[str], threads: int, malloc_tune: bool = True,
                  name: str | None = None):
         command = [sys.executable, "-m", module, "--worker", kind, "--threads", str(threads), *args]
         self.name = name or kind  # how the parent tells workers apart (two of one kind may differ in malloc)

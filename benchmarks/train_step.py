@@ -407,13 +407,13 @@ def run_worker(args) -> None:
 
 
 def measure(cfg: Config, contenders: list[str], args) -> dict:
-    """Run every contender's worker in turn; ``contenders``: "minigrad", "torch", "minigrad+malloc"."""
+    """Run every contender's worker in turn; ``contenders``: "minigrad", "torch", "minigrad+untuned"."""
     options = ["--config", cfg.name, "--warmup", str(max(args.warmup, 1)), "--gelu", args.gelu,
                "--model", args.model] + (["--fused-qkv"] if args.fused_qkv else [])
     workers = []
     try:
         for name in contenders:
-            kind, tuned = name.split("+")[0], args.malloc_tune or name.endswith("+malloc")
+            kind, tuned = name.split("+")[0], not name.endswith("+untuned")
             workers.append(_util.Worker("benchmarks.train_step", kind, options, args.threads, tuned, name=name))
         steps = {w.name: [] for w in workers}
         for _ in range(args.steps):
@@ -455,7 +455,7 @@ def report(result: dict, show_census: bool) -> str:
         matmul_share = _util.median([s["matmul"] / s["step"] for s in measured])
         matmul_calls = measured[0]["matmul_calls"]
         dtypes = set(d for s in steps for d in s["dtypes"])
-        label = info["label"] + (" (malloc tuned)" if name.endswith("+malloc") else "")
+        label = info["label"] + (" (MINIGRAD_MALLOC_TUNE=0)" if name.endswith("+untuned") else "")
         if dtypes != {"float32"}:
             label += f" [dtypes {sorted(dtypes)}!]"  # logits or loss not float32: an upcast somewhere
         rows.append([label, f"{info['params']:,}", f"{info['first_loss']:.3f}", _util.fmt_ms(step["median"]),
@@ -467,7 +467,7 @@ def report(result: dict, show_census: bool) -> str:
                      f"({info['rss_after_import_mb']:.0f} after import)"])
     lines.append(_util.markdown_table(headers, rows))
     lines.append(_util.load_note(*result["load_average"]))
-    for a, b in (("minigrad", "torch"), ("minigrad+malloc", "torch"), ("minigrad+malloc", "minigrad")):
+    for a, b in (("minigrad", "torch"), ("minigrad+untuned", "torch"), ("minigrad", "minigrad+untuned")):
         if a in medians and b in medians:
             sa, sb = result["steps"][a], result["steps"][b]
             paired = _util.median([x["step"] / y["step"] for x, y in zip(sa, sb)])
@@ -629,10 +629,8 @@ def parse_args(argv=None):
                    help="minigrad model: models.gpt.GPT, the benchmark's stand-in, or auto (GPT if present)")
     p.add_argument("--fused-qkv", action="store_true", help="stand-in and torch: one (d, 3d) Q/K/V matmul")
     p.add_argument("--no-torch", action="store_true", help="minigrad only, even if torch is installed")
-    p.add_argument("--malloc-tune", action="store_true",
-                   help="raise glibc's mmap/trim thresholds in the workers (GLIBC_TUNABLES; issue 8 finding 1)")
     p.add_argument("--ab-malloc", action="store_true",
-                   help="add a third worker: minigrad with malloc tuned, in turn with the plain one")
+                   help="add a third worker: minigrad without its malloc tuning (MINIGRAD_MALLOC_TUNE=0)")
     p.add_argument("--census", action="store_true", help="print the per-op table of a minigrad step")
     p.add_argument("--census-steps", type=int, default=5, help="untimed instrumented/profiled steps")
     p.add_argument("--json", metavar="PATH", help="also write the raw measurements as JSON")
@@ -665,7 +663,7 @@ def main(argv=None) -> None:
     if args.profile:
         profile(args)
         return
-    contenders = ["minigrad"] + (["minigrad+malloc"] if args.ab_malloc else [])
+    contenders = ["minigrad"] + (["minigrad+untuned"] if args.ab_malloc else [])
     if args.no_torch:
         note = "torch: skipped (--no-torch)"
     elif _util.torch_available():
@@ -674,7 +672,7 @@ def main(argv=None) -> None:
     else:
         note = "torch: not installed, minigrad columns only (pip install torch==2.13.0 for the comparison)"
     print(f"# GPT training step: forward + backward + AdamW, float32, GELU {args.gelu}, vocab {VOCAB_SIZE}")
-    print(_util.machine_line(args.threads) + f"; {note}" + ("; malloc tuned" if args.malloc_tune else ""))
+    print(_util.machine_line(args.threads) + f"; {note}")
     print(f"{args.steps} timed steps per framework after {args.warmup} warmup, run in turn "
           f"({' / '.join(contenders)} / ...); medians unless marked min.\n")
     results = []

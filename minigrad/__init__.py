@@ -12,6 +12,7 @@ The core is three files, meant to be read in one sitting:
 """
 
 from . import ops
+from ._memory import tune_malloc
 from .autograd import AnomalyError, backward, detect_anomaly, grad
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck, jacobian
 from .ops import OPS
@@ -45,3 +46,5 @@ __all__ = [
     "tensor", "where", "zeros", "zeros_like",
 ]
 __version__ = "0.1.0"
+
+tune_malloc()  # see _memory.py: keeps big freed arrays in the process (set MINIGRAD_MALLOC_TUNE=0 to skip)

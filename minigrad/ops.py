@@ -568,9 +568,12 @@ class softmax:
                sample(np.array([[0.3, -np.inf, 1.2], [-np.inf, -np.inf, -np.inf]]))]
 
     def forward(x, *, axis=-1):
-        e = np.exp(x - _stable_max(x, axis))
+        e = x - _stable_max(x, axis)
+        np.exp(e, out=e)
         total = e.sum(axis=axis, keepdims=True)
-        return e / np.where(total == 0, 1, total)
+        total[total == 0] = 1  # an all -inf row: 0 / 1 = 0 weights
+        e /= total
+        return e
 
     def vjp(g, out, x, *, axis=-1):
         return (out * (g - (g * out).sum(axis=axis, keepdims=True)),)
@@ -603,8 +606,9 @@ class matmul:
                sample((4,), (4, 5)), sample((3, 4), (4,)), sample((4,), (4,)), sample((2, 3, 4), (4,))]
 
     def forward(a, b):
-        if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous:
+        if a.ndim > 2 and b.ndim == 2:
             # (B, T, K) @ (K, N) as one (B*T, K) @ (K, N) product: one BLAS call, not B of them.
+            # (reshape copies a strided `a`, which NumPy's batched matmul would not hand to BLAS.)
             return (a.reshape(-1, a.shape[-1]) @ b).reshape(a.shape[:-1] + b.shape[-1:])
         return a @ b
 
@@ -618,10 +622,18 @@ class matmul:
         if b.ndim == 1:
             g2 = g2.reshape(g2.shape + (1,))
         ga = g2 @ b2.swapaxes(-1, -2)
-        if b2.ndim == 2 and a2.ndim > 2:
+        if b2.ndim == 2:
             # A weight matrix shared across the batch: fold the batch into the rows
             # so its gradient is one matmul, not a stack of them summed afterwards.
-            gb = a2.reshape(-1, a2.shape[-1]).T @ g2.reshape(-1, g2.shape[-1])
+            a_rows = a2.reshape(-1, a2.shape[-1]) if a2.ndim > 2 else a2  # (N, K)
+            g_rows = g2.reshape(-1, g2.shape[-1]) if g2.ndim > 2 else g2  # (N, M)
+            if b.data.flags.f_contiguous and not b.data.flags.c_contiguous:
+                # b is a transposed weight (nn.Linear's x @ W.T): produce its gradient in the
+                # same memory order, so W's gradient comes back C-ordered like W itself and the
+                # optimizer's elementwise passes over (W, grad) stay contiguous.
+                gb = (g_rows.T @ a_rows).T
+            else:
+                gb = a_rows.T @ g_rows
         else:
             gb = a2.swapaxes(-1, -2) @ g2
         if a.ndim == 1:
@@ -779,9 +791,16 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _GELU_CUBIC = 0.044715
 
 
-def _gelu_tanh_parts(x: np.ndarray):
-    u = _SQRT_2_OVER_PI * (x + _GELU_CUBIC * (x * x * x))  # x * x * x: NumPy's float32 ** 3 is slow
-    return u, np.tanh(u)
+def _gelu_tanh_inner(x: np.ndarray, x2: np.ndarray) -> np.ndarray:
+    """tanh(sqrt(2/pi) * (x + 0.044715 x**3)), given x2 = x * x.
+
+    Written as in-place passes over one fresh array: GELU runs on the widest
+    activations of a transformer, and each temporary there costs a full pass.
+    """
+    t = x2 * (_SQRT_2_OVER_PI * _GELU_CUBIC)
+    t += _SQRT_2_OVER_PI
+    t *= x
+    return np.tanh(t, out=t)
 
 
 @op()
@@ -795,7 +814,11 @@ class gelu:
 
     def forward(x, *, approximate="none"):
         if approximate == "tanh":
-            return 0.5 * x * (1.0 + _gelu_tanh_parts(x)[1])
+            out = _gelu_tanh_inner(x, x * x)
+            out += 1.0
+            out *= x
+            out *= 0.5
+            return out
         if approximate != "none":
             raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
         return 0.5 * x * (1.0 + _erf_array(x * np.asarray(1 / math.sqrt(2.0), dtype=x.dtype)))
@@ -811,9 +834,20 @@ class gelu_grad:
 
     def forward(x, *, approximate="none"):
         if approximate == "tanh":
-            u, t = _gelu_tanh_parts(x)
-            du = _SQRT_2_OVER_PI * (1.0 + 3 * _GELU_CUBIC * x * x)
-            return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
+            # 0.5 * (1 + t + x * (1 - t**2) * du), with du = d(inner)/dx, in place
+            x2 = x * x
+            t = _gelu_tanh_inner(x, x2)
+            du = x2
+            du *= 3 * _SQRT_2_OVER_PI * _GELU_CUBIC
+            du += _SQRT_2_OVER_PI
+            out = t * t
+            np.subtract(1.0, out, out=out)
+            out *= du
+            out *= x
+            out += t
+            out += 1.0
+            out *= 0.5
+            return out
         cdf = 0.5 * (1.0 + _erf_array(x * np.asarray(1 / math.sqrt(2.0), dtype=x.dtype)))
         return cdf + x * np.exp(-0.5 * x * x) * _INV_SQRT_2PI
 
