@@ -124,7 +124,7 @@ def parse_args(argv) -> argparse.Namespace:
                                      description="Train a 2-layer attention-only transformer on repeated random "
                                                  "sequences and watch an induction head form.")
     add = parser.add_argument
-    add("--steps", type=int, default=800, help="training steps (%(default)s)")
+    add("--steps", type=int, default=1000, help="training steps (%(default)s)")
     add("--batch-size", type=int, default=32, help="sequences per step (%(default)s)")
     add("--half", type=int, default=16, help="length L of the random half; sequences are 2L long (%(default)s)")
     add("--vocab-size", type=int, default=48, help="random tokens are drawn from this many (%(default)s)")
@@ -228,7 +228,7 @@ def plot(history: dict, seq: np.ndarray, induction: np.ndarray, previous: np.nda
     score_ax.tick_params(axis="y", colors="tab:red")
     lines = ax.get_legend_handles_labels()
     more = score_ax.get_legend_handles_labels()
-    ax.legend(lines[0] + more[0], lines[1] + more[1], loc="center left", bbox_to_anchor=(0.0, 0.4), fontsize=8.5)
+    ax.legend(lines[0] + more[0], lines[1] + more[1], loc="center right", fontsize=8.5)
     ax.set_title("loss on each half, and the induction score")
 
     T, half = len(seq), len(seq) // 2

@@ -284,6 +284,31 @@ def test_keyboard_interrupt_inside_a_step_saves_the_step_before(text_file, tmp_p
     assert final["train_losses"] == uninterrupted["train_losses"]
 
 
+def test_interrupt_during_the_weight_update_saves_nothing(text_file, tmp_path, monkeypatch, capsys):
+    from minigrad import optim
+
+    real_step, calls = optim.AdamW.step, []
+
+    def step_interrupted_on_the_sixth_call(self, closure=None):
+        calls.append(1)
+        if len(calls) == 6:
+            raise KeyboardInterrupt  # half-way through an update: the weights in memory are not worth saving
+        return real_step(self, closure)
+
+    monkeypatch.setattr(optim.AdamW, "step", step_interrupted_on_the_sixth_call)
+    folder = tmp_path / "run"
+    result = train_charlm.main(["--text", str(text_file), *TINY, *RESUME, "--out", str(folder), "--quiet"])
+    assert result["stopped"] == "aborted" and result["step"] == 5
+    assert io_step(folder / "checkpoint.safetensors") == 3  # the checkpoint of the last evaluation, untouched
+    assert "nothing saved" in capsys.readouterr().out
+
+
+def io_step(path) -> int:
+    from minigrad import io
+
+    return io.load(path).step
+
+
 @pytest.mark.parametrize("make_args, message", [
     (lambda run, text: ["--resume", str(run.parent / "nowhere")], "no config.json there"),
     (lambda run, text: ["--resume", str(run), "--lr", "0.1"], "drop --lr"),
