@@ -235,7 +235,9 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
 
 def _attention(q, k, v, keep, bias, scale, dropout_p, rng):
     """The attention formula op by op; returns the output and the weights (before dropout)."""
-    scores = (q @ k.swapaxes(-1, -2)) * scale  # (..., Tq, Tk)
+    # Scaling q rather than the scores: the same numbers, but a pass over (..., Tq, E)
+    # instead of the larger (..., Tq, Tk) whenever the context is longer than a head.
+    scores = (q * scale) @ k.swapaxes(-1, -2)  # (..., Tq, Tk)
     if bias is not None:
         scores = scores + bias
     if keep is not None:
