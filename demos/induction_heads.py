@@ -228,7 +228,8 @@ def plot(history: dict, seq: np.ndarray, induction: np.ndarray, previous: np.nda
     score_ax.tick_params(axis="y", colors="tab:red")
     lines = ax.get_legend_handles_labels()
     more = score_ax.get_legend_handles_labels()
-    ax.legend(lines[0] + more[0], lines[1] + more[1], loc="center right", fontsize=8.5)
+    ax.legend(lines[0] + more[0], lines[1] + more[1], loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2,
+              fontsize=8.5, frameon=False)
     ax.set_title("loss on each half, and the induction score")
 
     T, half = len(seq), len(seq) // 2

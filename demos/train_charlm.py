@@ -55,6 +55,7 @@ import dataclasses
 import json
 import math
 import os
+import shlex
 import signal
 import sys
 import time
@@ -113,7 +114,7 @@ class TrainConfig:
 # Per-model defaults, where they differ from TrainConfig's (which are the GPT's).
 MODEL_DEFAULTS = {
     "gpt": {},
-    "lstm": {"n_layer": 1, "d_model": 64, "lr": 4e-3, "steps": 800, "warmup_steps": 40, "sample_every": 400},
+    "lstm": {"n_layer": 1, "d_model": 64, "lr": 4e-3, "steps": 1000, "warmup_steps": 40, "sample_every": 500},
     "rnn": {"n_layer": 1, "d_model": 64, "lr": 2e-3, "steps": 3000, "warmup_steps": 50, "eval_every": 300,
             "sample_every": 1000},
 }
@@ -160,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--dropout", type=float, metavar="P", help="dropout probability (0)")
 
     group = parser.add_argument_group("optimisation")
-    group.add_argument("--steps", type=int, metavar="N", help="optimizer steps in all (GPT 1600, LSTM 800, RNN 3000)")
+    group.add_argument("--steps", type=int, metavar="N", help="optimizer steps in all (GPT 1600, LSTM 1000, RNN 3000)")
     group.add_argument("--batch-size", type=int, metavar="B", help="windows per step (16)")
     group.add_argument("--lr", type=float, help="peak learning rate (GPT 3e-3, LSTM 4e-3, RNN 2e-3)")
     group.add_argument("--min-lr-ratio", type=float, metavar="R", help="final lr as a fraction of the peak (0.1)")
@@ -173,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--eval-every", type=int, metavar="N", help="evaluate every N steps (200; RNN 300)")
     group.add_argument("--eval-batches", type=int, metavar="N", help="validation batches per evaluation (8)")
     group.add_argument("--sample-every", type=int, metavar="N",
-                       help="print a sample every N steps (GPT and LSTM 400, RNN 1000; 0: never)")
+                       help="print a sample every N steps (GPT 400, LSTM 500, RNN 1000; 0: never)")
     group.add_argument("--sample-chars", type=int, metavar="N", help="characters per sample (240)")
     group.add_argument("--temperature", type=float, help="sampling temperature of the samples (0.8)")
     return parser
@@ -313,6 +314,7 @@ def new_run(cfg: TrainConfig, folder: Path | None, argv: list[str]) -> Run:
     write_json(folder / "config.json", settings)
     tokenizer.save(folder / "tokenizer.json")
     (folder / "samples.txt").write_text("")
+    save_checkpoint(run)  # step 0: from now on the folder can always be resumed
     return run
 
 
@@ -472,10 +474,8 @@ def train(run: Run, stop_after: int | None, quiet: bool) -> str:
             except KeyboardInterrupt:
                 # Interrupted mid-step (no signal handler, or a second Ctrl-C). Before the update the step
                 # can be undone (the weights are untouched); during it, what is in memory is not worth saving.
-                if run.updating:
-                    return "aborted"
+                stopped = "aborted" if run.updating else "interrupted"
                 run.rng.bit_generator.state = rng_state
-                stopped = "interrupted"
                 break
             if not math.isfinite(loss):
                 log(f"step {run.step + 1}: the loss is {loss}; stopping before the update (try a lower --lr)")
@@ -512,8 +512,8 @@ def train(run: Run, stop_after: int | None, quiet: bool) -> str:
             stopped = "finished" if run.step == cfg.steps else "paused"
     if bar is not None:
         bar.close()
-    if run.val_losses and run.val_losses[-1][0] == run.step and stopped == "finished":
-        return stopped  # the last evaluation saved the checkpoint already
+    if stopped == "aborted" or (stopped == "finished" and run.val_losses and run.val_losses[-1][0] == run.step):
+        return stopped  # aborted: nothing worth saving; finished: the last evaluation saved the checkpoint
     save_checkpoint(run)
     return stopped
 
@@ -627,7 +627,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"       {run.tokenizer.vocab_size} distinct characters; {len(run.train_ids):,} to train on, "
           f"{len(run.val_ids):,} to validate on")
     print(f"model: {cfg.model.upper()} with {run.model.num_parameters():,} parameters, "
-          f"{cfg.block_size} characters of context")
+          + (f"{cfg.block_size} characters of context" if cfg.model == "gpt" else
+             f"backpropagation through {cfg.block_size} characters"))
     print(f"train: {cfg.steps} steps of {cfg.batch_size} windows, AdamW lr {cfg.lr:g} "
           f"(warmup {cfg.warmup_steps}, cosine to {cfg.lr * cfg.min_lr_ratio:g}), clip {cfg.grad_clip:g}")
     if run.step:
@@ -656,7 +657,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"  config      {run.folder / 'config.json'}, tokenizer {run.folder / 'tokenizer.json'}")
     print(f"  losses      {run.folder / 'metrics.json'}" + (f", plot {picture}" if picture else ""))
     print(f"  samples     {run.folder / 'samples.txt'}")
-    print(f"sample more:  python -m demos.sample {run.folder} --prompt {json.dumps(example_prompt(run))}")
+    print(f"sample more:  python -m demos.sample {run.folder} --prompt {shlex.quote(example_prompt(run))}")
     return metrics
 
 
