@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
                "1600 steps of 16 windows on the standard library's docstrings: under 3 minutes on two cores.")
     add = parser.add_argument
     add("--model", choices=sorted(MODEL_DEFAULTS), help="the network (default: gpt)")
-    add("--out", type=Path, help="run folder (default: runs/charlm-<model>-<date>-<time>)")
+    add("--out", type=Path, metavar="DIR", help="run folder (default: runs/charlm-<model>-<date>-<time>)")
     add("--resume", type=Path, metavar="RUN_DIR", help="continue the run saved in RUN_DIR")
     add("--stop-after", type=int, metavar="N", help="stop (and save) after N more steps; continue with --resume")
     add("--quiet", action="store_true", help="no progress bar and no samples while training: evaluation lines only")
