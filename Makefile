@@ -12,7 +12,7 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 demo: $(BIN)/.installed   ## set up, then run the main demo
-	$(BIN)/python -m demos.quickstart
+	$(BIN)/python -m demos.train_charlm
 
 test: $(BIN)/.installed   ## set up, then run the whole test suite
 	$(BIN)/python -m pytest

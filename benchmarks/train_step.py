@@ -19,9 +19,9 @@ the next one down (measured: torch's S step 120 ms right after a minigrad step,
 step is timed in three parts (forward incl. the loss, backward, AdamW step +
 zero_grad); the tables quote medians and minima over the steps.
 
-Matmul share. minigrad: the matmul op's ``forward`` (the one ``np.matmul`` call;
-backward's matmuls go through the same op, as VJPs are Tensor ops) is wrapped
-with a clock for the whole run; the wrapper costs well under a microsecond per
+Matmul share. minigrad: the ``forward`` of the matmul and linear ops (linear is
+one GEMM plus an in-place bias add; backward's matmuls go through the matmul op,
+as VJPs are Tensor ops) is wrapped with a clock for the whole run; the wrapper costs well under a microsecond per
 call. torch: ``torch.profiler`` records a few extra, untimed steps, and the self
 time of ``aten::mm / bmm / addmm`` is summed. The share is the median over
 steps of each step's matmul time divided by that step's time.
@@ -150,20 +150,23 @@ class MinigradWorker:
         self.optimizer = AdamW(self.params, lr=3e-4, weight_decay=0.01)
         self.batches = token_batches(cfg)
         self.i = 0
-        # The matmul clock: total seconds inside the matmul op's NumPy call, and the call count.
+        # The matmul clock: total seconds inside the GEMM ops' NumPy calls, and the call count.
         self.matmul_s, self.matmul_calls = 0.0, 0
-        matmul = minigrad.OPS["matmul"]
-        plain_forward = matmul.forward
+        for name in ("matmul", "linear"):
+            self._clock_gemm(minigrad.OPS[name])
+
+    def _clock_gemm(self, op) -> None:
+        plain_forward = op.forward
 
         @functools.wraps(plain_forward)
-        def timed_forward(a, b):
+        def timed_forward(*arrays):
             start = clock()
-            out = plain_forward(a, b)
+            out = plain_forward(*arrays)
             self.matmul_s += clock() - start
             self.matmul_calls += 1
             return out
 
-        matmul.forward = timed_forward
+        op.forward = timed_forward
 
     def info(self) -> dict:
         return {"label": self.label, "params": int(sum(p.size for p in self.params)),
@@ -271,8 +274,8 @@ class OpCensus:
                 if getattr(out, "dtype", None) == np.float64:
                     key = f"{op.name}|{self._phase()}"
                     self.float64[key] = self.float64.get(key, 0) + 1
-                if op.name == "matmul":
-                    self._add_matmul(arrays, out, elapsed)
+                if op.name in ("matmul", "linear"):
+                    self._add_matmul(op.name, arrays, out, elapsed)
                 return out
             return forward
 
@@ -318,12 +321,15 @@ class OpCensus:
             self.gc["collections"][info["generation"]] += 1
             self.gc["seconds"] += clock() - self._gc_start
 
-    def _add_matmul(self, arrays, out, seconds: float) -> None:
+    def _add_matmul(self, name: str, arrays, out, seconds: float) -> None:
         def layout(a):
             return "C" if a.flags.c_contiguous else "F" if a.flags.f_contiguous else "strided"
 
-        a, b = arrays
-        key = f"{a.shape} @ {b.shape} [{layout(a)}, {layout(b)}]"
+        a, b = arrays[:2]
+        if name == "linear":  # x @ W.T (+ bias)
+            key = f"linear {a.shape} @ {b.shape}.T [{layout(a)}, {layout(b)}]"
+        else:
+            key = f"{a.shape} @ {b.shape} [{layout(a)}, {layout(b)}]"
         entry = self.matmuls.setdefault(key, [0, 0.0, 0])
         entry[0] += 1
         entry[1] += seconds

@@ -643,6 +643,33 @@ class matmul:
         return ga, gb
 
 
+@op()
+class linear:
+    """x @ weight.T + bias with weight stored (out, in), as PyTorch's F.linear; the bias is optional.
+
+    Composite: ``x @ weight.T + bias``. A primitive because every projection in a
+    transformer is one: fused, the bias is added in place, the batch is folded
+    into one BLAS call, and the weight's gradient comes out directly in the
+    weight's own (out, in) layout, with no transposes recorded either way.
+    """
+    samples = [sample((3, 4), (5, 4), (5,)), sample((2, 3, 4), (5, 4), (5,)), sample((2, 3, 4), (5, 4)),
+               sample((4,), (5, 4), (5,))]
+
+    def forward(x, weight, *bias):
+        rows = x.reshape(-1, x.shape[-1])  # (N, in)
+        out = rows @ weight.T  # (N, out)
+        if bias:
+            out += bias[0]
+        return out.reshape(x.shape[:-1] + weight.shape[:1])  # (..., out)
+
+    def vjp(g, out, x, weight, *bias):
+        g_rows = g.reshape(-1, g.shape[-1])  # (N, out)
+        x_rows = x.reshape(-1, x.shape[-1])  # (N, in)
+        grad_x = (g_rows @ weight).reshape(x.shape)  # (..., in)
+        grad_weight = g_rows.T @ x_rows  # (out, in)
+        return (grad_x, grad_weight) + ((g,) if bias else ())  # the engine sums the bias's over the batch
+
+
 # --------------------------------------------------------------------------------------
 # Shape and movement
 # --------------------------------------------------------------------------------------

@@ -61,9 +61,11 @@ def test_train_step_minigrad_only():
     assert "float64 op outputs" in out
     forward, backward = table_row(out, "forward + loss"), table_row(out, "backward")
     assert number(forward[2]) > 0 and number(backward[2]) > number(forward[2])  # ops run in each phase
-    matmul = table_row(out, "matmul")  # the per-op census table
-    assert number(matmul[1]) > 0 and number(matmul[2]) == 2 * number(matmul[1])  # backward: 2 matmuls per matmul
-    assert number(matmul[6]) == number(matmul[1])  # one VJP per recorded matmul
+    matmul, linear = table_row(out, "matmul"), table_row(out, "linear")  # the per-op census table
+    # backward: 2 matmuls per forward matmul and per linear (x's and the weight's gradients)
+    assert number(matmul[1]) > 0 and number(linear[1]) > 0
+    assert number(matmul[2]) == 2 * (number(matmul[1]) + number(linear[1]))
+    assert number(matmul[6]) == number(matmul[1]) and number(linear[6]) == number(linear[1])  # one VJP each
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch not installed (pip install torch==2.13.0)")

@@ -168,9 +168,8 @@ def embedding(input, weight: Tensor) -> Tensor:
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """x @ weight.T + bias, weight stored (out_features, in_features) as in PyTorch."""
-    out = input @ weight.T
-    return out + bias if bias is not None else out
+    """x @ weight.T + bias, weight stored (out_features, in_features) as in PyTorch (a fused primitive)."""
+    return _ops.linear(input, weight) if bias is None else _ops.linear(input, weight, bias)
 
 
 # --------------------------------------------------------------------------------------
