@@ -67,22 +67,6 @@ def measure(args) -> str:
     return title + "\n" + _util.markdown_table(headers, rows)
 
 
-def models_gpt_ready() -> str | None:
-    """None when models.GPT with generate(use_cache=...) is importable, else why not."""
-    import importlib.util
-    import inspect
-
-    try:
-        if importlib.util.find_spec("models.gpt") is None:
-            return "models/gpt.py does not exist"
-        from models.gpt import GPT
-    except ImportError as err:
-        return f"models.gpt does not import ({err})"
-    if "use_cache" not in inspect.signature(GPT.generate).parameters:
-        return "GPT.generate has no use_cache argument"
-    return None
-
-
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m benchmarks.generation", description=__doc__.split("\n")[0])
     p.add_argument("--threads", type=int, default=2)
@@ -99,10 +83,6 @@ def main(argv=None) -> None:
     _util.pin_threads(args.threads)
     print("# Generation with and without the KV cache (minigrad models.GPT)")
     print(_util.machine_line(args.threads) + "\n")
-    missing = models_gpt_ready()
-    if missing:
-        print(f"models.GPT not available yet: {missing}. Nothing measured.")
-        return
     print(measure(args))
 
 

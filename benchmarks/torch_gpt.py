@@ -1,6 +1,6 @@
 """The PyTorch reference GPT the benchmarks race minigrad against.
 
-The same decoder as ``models.GPT`` (and the benchmark's stand-in): token and
+The same decoder as ``models.GPT`` (in the benchmark's configuration): token and
 learned position embeddings, pre-norm blocks (LayerNorm, causal self-attention,
 LayerNorm, GELU MLP of width ``d_ff``), a final LayerNorm and an output layer
 tied to the token embedding; nanoGPT's init (normal 0.02, residual projections
@@ -10,7 +10,7 @@ Attention is written out, ``softmax(Q K^T / sqrt(head_dim) + mask) V``, not
 ``F.scaled_dot_product_attention``: the comparison is between two eager
 engines running the same ops, not against a fused kernel minigrad does not have.
 
-Parameter names are those of ``models.GPT`` (with ``fused_qkv=False``), so
+Parameter names are those of ``models.GPT`` (separate Q, K and V projections), so
 ``TorchGPT.load_state_dict`` takes a minigrad GPT's ``state_dict()`` arrays as
 tensors; the smoke test does that and checks both give the same logits.
 
@@ -27,26 +27,19 @@ from torch import nn
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, d_model: int, n_head: int, block_size: int, bias: bool, fused_qkv: bool):
+    def __init__(self, d_model: int, n_head: int, block_size: int, bias: bool):
         super().__init__()
         self.n_head = n_head
-        self.fused_qkv = fused_qkv
-        if fused_qkv:
-            self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)  # one matmul for Q, K and V
-        else:
-            self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-            self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-            self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         future = torch.triu(torch.ones(block_size, block_size, dtype=torch.bool), diagonal=1)
         self.register_buffer("future", future, persistent=False)  # True above the diagonal: masked
 
     def forward(self, x):
         B, T, C = x.shape
-        if self.fused_qkv:
-            q, k, v = self.qkv_proj(x).split(C, dim=-1)
-        else:
-            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
         hd = C // self.n_head
         q = q.view(B, T, self.n_head, hd).transpose(1, 2)  # (B, n_head, T, head_dim)
         k = k.view(B, T, self.n_head, hd).transpose(1, 2)
@@ -71,10 +64,10 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, d_model, n_head, d_ff, block_size, bias, gelu_approximate, fused_qkv):
+    def __init__(self, d_model, n_head, d_ff, block_size, bias, gelu_approximate):
         super().__init__()
         self.attn_norm = nn.LayerNorm(d_model, bias=bias)
-        self.attn = CausalSelfAttention(d_model, n_head, block_size, bias, fused_qkv)
+        self.attn = CausalSelfAttention(d_model, n_head, block_size, bias)
         self.mlp_norm = nn.LayerNorm(d_model, bias=bias)
         self.mlp = MLP(d_model, d_ff, bias, gelu_approximate)
 
@@ -87,13 +80,13 @@ class TorchGPT(nn.Module):
     """``TorchGPT(vocab_size, block_size, n_layer, n_head, d_model, d_ff, ...)``; ``forward(idx, targets)``."""
 
     def __init__(self, vocab_size: int, block_size: int, n_layer: int, n_head: int, d_model: int, d_ff: int,
-                 bias: bool = True, gelu_approximate: str = "tanh", fused_qkv: bool = False, seed: int = 0):
+                 bias: bool = True, gelu_approximate: str = "tanh", seed: int = 0):
         super().__init__()
         torch.manual_seed(seed)
         self.block_size = block_size
         self.tok_emb = nn.Embedding(vocab_size, d_model)
         self.pos_emb = nn.Embedding(block_size, d_model)
-        self.blocks = nn.ModuleList(Block(d_model, n_head, d_ff, block_size, bias, gelu_approximate, fused_qkv)
+        self.blocks = nn.ModuleList(Block(d_model, n_head, d_ff, block_size, bias, gelu_approximate)
                                     for _ in range(n_layer))
         self.norm_f = nn.LayerNorm(d_model, bias=bias)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)

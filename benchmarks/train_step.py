@@ -97,38 +97,21 @@ def token_batches(cfg: Config, n: int = 4, seed: int = 1234):
     return out
 
 
-def models_gpt_available() -> bool:
-    import importlib.util
+def build_minigrad(cfg: Config, gelu: str):
+    """``models.GPT`` in the benchmark's shape: learned positions, LayerNorm, GELU MLP 4x, tied head."""
+    from models.gpt import GPT, GPTConfig
 
-    try:
-        return importlib.util.find_spec("models.gpt") is not None
-    except ImportError:
-        return False
-
-
-def build_minigrad(cfg: Config, which: str, gelu: str, fused_qkv: bool):
-    """(model, label): ``models.gpt.GPT`` when ``which`` is "models" (or "auto" and it exists), else the stand-in."""
-    if which == "auto":
-        which = "models" if models_gpt_available() else "standin"
-    if which == "models":
-        from models.gpt import GPT, GPTConfig
-
-        config = GPTConfig(vocab_size=VOCAB_SIZE, block_size=cfg.seq_len, n_layer=cfg.n_layer, n_head=cfg.n_head,
-                           d_model=cfg.d_model, d_ff=4 * cfg.d_model, dropout=0.0, bias=True, tie_weights=True,
-                           gelu_approximate=gelu)
-        return GPT(config, seed=0), "models.GPT"
-    from ._standin_gpt import StandInGPT
-
-    model = StandInGPT(VOCAB_SIZE, cfg.seq_len, cfg.n_layer, cfg.n_head, cfg.d_model, 4 * cfg.d_model,
-                       gelu_approximate=gelu, fused_qkv=fused_qkv, seed=0)
-    return model, "stand-in GPT (benchmarks/_standin_gpt.py)"
+    config = GPTConfig(vocab_size=VOCAB_SIZE, block_size=cfg.seq_len, n_layer=cfg.n_layer, n_head=cfg.n_head,
+                       d_model=cfg.d_model, d_ff=4 * cfg.d_model, dropout=0.0, bias=True, tie_weights=True,
+                       gelu_approximate=gelu)
+    return GPT(config, seed=0)
 
 
-def build_torch(cfg: Config, gelu: str, fused_qkv: bool):
+def build_torch(cfg: Config, gelu: str):
     from .torch_gpt import TorchGPT
 
     return TorchGPT(VOCAB_SIZE, cfg.seq_len, cfg.n_layer, cfg.n_head, cfg.d_model, 4 * cfg.d_model,
-                    gelu_approximate=gelu, fused_qkv=fused_qkv, seed=0)
+                    gelu_approximate=gelu, seed=0)
 
 
 # --------------------------------------------------------------------------------------
@@ -139,13 +122,14 @@ def build_torch(cfg: Config, gelu: str, fused_qkv: bool):
 class MinigradWorker:
     """Holds a minigrad model + AdamW; ``step()`` times one training step, ``census()`` counts its ops."""
 
-    def __init__(self, cfg: Config, which: str, gelu: str, fused_qkv: bool):
+    def __init__(self, cfg: Config, gelu: str):
         import minigrad
         from minigrad.optim import AdamW
 
         self.mg = minigrad
         self.rss_after_import = _util.rss_mb()
-        self.model, self.label = build_minigrad(cfg, which, gelu, fused_qkv)
+        self.model = build_minigrad(cfg, gelu)
+        self.label = "models.GPT"
         self.params = list(self.model.parameters())
         self.optimizer = AdamW(self.params, lr=3e-4, weight_decay=0.01)
         self.batches = token_batches(cfg)
@@ -347,13 +331,13 @@ class TorchWorker:
 
     MATMUL_KERNELS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm", "aten::addbmm")
 
-    def __init__(self, cfg: Config, threads: int, gelu: str, fused_qkv: bool):
+    def __init__(self, cfg: Config, threads: int, gelu: str):
         import torch
 
         _util.torch_threads(torch, threads)
         self.torch = torch
         self.rss_after_import = _util.rss_mb()
-        self.model = build_torch(cfg, gelu, fused_qkv)
+        self.model = build_torch(cfg, gelu)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=3e-4, weight_decay=0.01)
         self.batches = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in token_batches(cfg)]
         self.i = 0
@@ -397,9 +381,9 @@ def run_worker(args) -> None:
     """The worker process: build, warm up, then answer "step" and "census" until "quit"."""
     cfg = CONFIGS[args.config]
     if args.worker == "minigrad":
-        worker = MinigradWorker(cfg, args.model, args.gelu, args.fused_qkv)
+        worker = MinigradWorker(cfg, args.gelu)
     else:
-        worker = TorchWorker(cfg, args.threads, args.gelu, args.fused_qkv)
+        worker = TorchWorker(cfg, args.threads, args.gelu)
     first_loss = worker.step()["loss"]
     for _ in range(args.warmup - 1):
         worker.step()
@@ -414,8 +398,7 @@ def run_worker(args) -> None:
 
 def measure(cfg: Config, contenders: list[str], args) -> dict:
     """Run every contender's worker in turn; ``contenders``: "minigrad", "torch", "minigrad+untuned"."""
-    options = ["--config", cfg.name, "--warmup", str(max(args.warmup, 1)), "--gelu", args.gelu,
-               "--model", args.model] + (["--fused-qkv"] if args.fused_qkv else [])
+    options = ["--config", cfg.name, "--warmup", str(max(args.warmup, 1)), "--gelu", args.gelu]
     workers = []
     try:
         for name in contenders:
@@ -579,7 +562,7 @@ def profile(args) -> None:
 
     _util.pin_threads(args.threads)
     cfg = CONFIGS[args.configs[0]]
-    worker = MinigradWorker(cfg, args.model, args.gelu, args.fused_qkv)
+    worker = MinigradWorker(cfg, args.gelu)
     for _ in range(max(args.warmup, 1)):
         worker.step()
     wall = _util.median([worker.step()["step"] for _ in range(3)])
@@ -631,9 +614,6 @@ def parse_args(argv=None):
                    help="seconds of pause before each step, so the other worker's threads have stopped spinning")
     p.add_argument("--gelu", default="tanh", choices=["tanh", "none"],
                    help="GELU form in both models (none = exact erf; slow in NumPy without SciPy)")
-    p.add_argument("--model", default="auto", choices=["auto", "models", "standin"],
-                   help="minigrad model: models.gpt.GPT, the benchmark's stand-in, or auto (GPT if present)")
-    p.add_argument("--fused-qkv", action="store_true", help="stand-in and torch: one (d, 3d) Q/K/V matmul")
     p.add_argument("--no-torch", action="store_true", help="minigrad only, even if torch is installed")
     p.add_argument("--ab-malloc", action="store_true",
                    help="add a third worker: minigrad without its malloc tuning (MINIGRAD_MALLOC_TUNE=0)")

@@ -53,7 +53,7 @@ def number(cell: str) -> float:
 def test_train_step_minigrad_only():
     out = run("benchmarks.train_step", "--quick", "--no-torch", "--census")
     assert "### XS:" in out
-    row = table_row(out, "stand-in GPT") if "stand-in" in out else table_row(out, "models.GPT")
+    row = table_row(out, "models.GPT")
     params, loss, step_median, step_min = (number(c) for c in row[1:5])
     assert params > 0 and step_min <= step_median
     assert abs(loss - 4.17) < 0.3  # ~ln(65) for a freshly initialised model
@@ -72,8 +72,8 @@ def test_train_step_minigrad_only():
 def test_train_step_against_torch():
     out = run("benchmarks.train_step", "--quick", "--ab-malloc")
     untuned = "(MINIGRAD_MALLOC_TUNE=0)"
-    assert find_row(out, f"models.GPT {untuned}") or find_row(out, f"stand-in GPT {untuned}")
-    minigrad = table_row(out, "stand-in GPT") if "stand-in" in out else table_row(out, "models.GPT")
+    table_row(out, f"models.GPT {untuned}")
+    minigrad = table_row(out, "models.GPT")
     torch_row = table_row(out, "torch")
     assert number(minigrad[1]) == number(torch_row[1])  # the same model: the same parameter count
     assert abs(number(minigrad[2]) - number(torch_row[2])) < 0.1  # and about the same loss at init
@@ -83,10 +83,10 @@ def test_train_step_against_torch():
 def test_torch_reference_is_the_same_model():
     """Given the same weights, TorchGPT and models.GPT compute the same logits, loss and gradients."""
     torch = pytest.importorskip("torch", reason="torch not installed (pip install torch==2.13.0)")
-    gpt = pytest.importorskip("models.gpt", reason="models.GPT does not exist yet")
     import numpy as np
 
     from benchmarks.torch_gpt import TorchGPT
+    from models import gpt
 
     config = gpt.GPTConfig(vocab_size=65, block_size=8, n_layer=2, n_head=2, d_model=16, d_ff=64,
                            gelu_approximate="tanh")
@@ -123,8 +123,6 @@ def test_op_overhead():
 
 def test_generation():
     out = run("benchmarks.generation", "--quick")
-    if "not available yet" in out:
-        pytest.skip("models.GPT with generate(use_cache=...) does not exist yet")
     for prompt_len in ("4", "12"):
         row = table_row(out, prompt_len)
         assert "differ" not in row[0]  # cached and uncached greedy decoding agree
