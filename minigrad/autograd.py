@@ -29,8 +29,12 @@ _FREED = ("backward: this graph was already freed by an earlier backward(). Call
           "the first time if you need to backward through it again.")
 
 
-def _toposort(roots) -> list[Tensor]:
-    """Tensors that require grad, each after all of its inputs (iterative depth-first search)."""
+def toposort(roots, constants: bool = False) -> list[Tensor]:
+    """The graph's tensors, each after all of its inputs (iterative depth-first search).
+
+    Backward needs only the tensors that require grad; ``constants=True`` also
+    lists inputs that do not (data, masks), as ``viz`` draws them.
+    """
     order, visited = [], set()
     for root in roots:
         stack = [(root, False)]
@@ -46,7 +50,9 @@ def _toposort(roots) -> list[Tensor]:
             if t._op is not None:
                 if t._inputs is None:
                     raise RuntimeError(_FREED)
-                stack.extend((x, False) for x in t._inputs if x.requires_grad and id(x) not in visited)
+                # reversed, so the first input is visited (and listed) first
+                stack.extend((x, False) for x in reversed(t._inputs)
+                             if (constants or x.requires_grad) and id(x) not in visited)
     return order
 
 
@@ -90,7 +96,7 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
         if not r.requires_grad:
             raise RuntimeError(f"backward: the output (shape {r.shape}) does not require grad: no input it was "
                                f"computed from has requires_grad=True, or it was computed under no_grad()")
-    order = _toposort(roots)
+    order = toposort(roots)
     grads: dict[int, Tensor] = {}
     for r, g in zip(roots, root_grads):
         grads[id(r)] = grads[id(r)] + g if id(r) in grads else g

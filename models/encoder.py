@@ -30,6 +30,7 @@ from minigrad.nn import functional as F
 from minigrad.nn import init
 
 from . import generation
+from .gpt import normal_init
 
 
 @dataclass
@@ -114,15 +115,7 @@ class MaskedLM(nn.Module):
         if c.tie_weights:
             self.lm_head.weight = self.tok_emb.weight
 
-        def bert_init(module):
-            if isinstance(module, nn.Linear):
-                init.normal_(module.weight, 0.0, 0.02, rng)
-                if module.bias is not None:
-                    init.zeros_(module.bias)
-            elif isinstance(module, nn.Embedding | nn.LearnedPositionalEmbedding):
-                init.normal_(module.weight, 0.0, 0.02, rng)
-
-        self.apply(bert_init)
+        normal_init(self, rng)  # BERT's initialisation is GPT-2's
 
     def encode(self, idx, key_padding_mask=None):
         """Contextual hidden states (B, T, d_model) for ``idx`` (B, T).

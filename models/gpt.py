@@ -101,6 +101,19 @@ def _check_positive_int(name: str, value) -> None:
         raise ValueError(f"GPTConfig: {name} must be a positive integer, got {value!r}")
 
 
+def normal_init(model: nn.Module, rng: np.random.Generator, std: float = 0.02) -> None:
+    """GPT-2's (and BERT's) initialisation: every linear map and embedding N(0, std**2), biases 0."""
+    def init_one(module):
+        if isinstance(module, nn.Linear):
+            init.normal_(module.weight, 0.0, std, rng)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding | nn.LearnedPositionalEmbedding):
+            init.normal_(module.weight, 0.0, std, rng)
+
+    model.apply(init_one)
+
+
 class GPT(nn.Module):
     """A decoder-only transformer LM: ``forward(idx, targets=None) -> (logits, loss)`` and ``generate``.
 
@@ -149,15 +162,7 @@ class GPT(nn.Module):
         self._init_weights(rng)
 
     def _init_weights(self, rng: np.random.Generator) -> None:
-        def gpt2_init(module):
-            if isinstance(module, nn.Linear):
-                init.normal_(module.weight, 0.0, 0.02, rng)
-                if module.bias is not None:
-                    init.zeros_(module.bias)
-            elif isinstance(module, nn.Embedding | nn.LearnedPositionalEmbedding):
-                init.normal_(module.weight, 0.0, 0.02, rng)
-
-        self.apply(gpt2_init)
+        normal_init(self, rng)
         for block in self.blocks:  # the projections that add into the residual stream
             init.normal_(block.attn.out_proj.weight, 0.0, 0.02 / math.sqrt(2 * self.config.n_layer), rng)
             init.normal_(block.mlp.down_proj.weight, 0.0, 0.02 / math.sqrt(2 * self.config.n_layer), rng)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..autograd import grad as _grad
+from ..autograd import toposort
 from ..tensor import Tensor
 
 FREED = ("the graph behind this tensor was freed by backward(), which drops it to save memory. "
@@ -77,22 +78,11 @@ def l2_norm(a: np.ndarray) -> float:
 
 
 def _walk(root: Tensor) -> list[Tensor]:
-    """Every tensor the root was computed from, each after its inputs (iterative, so deep graphs are fine)."""
-    order, seen, stack = [], set(), [(root, False)]
-    while stack:
-        t, expanded = stack.pop()
-        if expanded:
-            order.append(t)
-            continue
-        if id(t) in seen:
-            continue
-        seen.add(id(t))
-        stack.append((t, True))
-        if t._op is not None:
-            if t._inputs is None:
-                raise RuntimeError(f"viz: {FREED}")
-            stack.extend((x, False) for x in reversed(t._inputs) if id(x) not in seen)
-    return order
+    """Every tensor the root was computed from, constants included, each after its inputs."""
+    try:
+        return toposort([root], constants=True)
+    except RuntimeError:  # the graph was freed
+        raise RuntimeError(f"viz: {FREED}") from None
 
 
 def _common_prefix(scopes) -> tuple:
