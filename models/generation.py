@@ -25,6 +25,7 @@ token id or a target of the wrong shape gets the same clear message everywhere.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 
@@ -136,6 +137,17 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 # The loop
 # --------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def eval_mode(model):
+    """Run a block with ``model`` in eval mode (no dropout), then restore the mode it had."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
 
 
 def autoregressive(next_logits: Callable[[np.ndarray], object], idx: np.ndarray, max_new_tokens: int,

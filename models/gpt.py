@@ -245,13 +245,9 @@ class GPT(nn.Module):
                 new = tokens[:, caches[0].length:]  # the tokens the caches have not seen: usually just one
             return self(new, kv_caches=caches)[0][:, -1]
 
-        was_training = self.training
-        self.eval()
-        try:
+        with generation.eval_mode(self):
             return generation.autoregressive(next_logits, idx, max_new_tokens, temperature, top_k, top_p, rng,
                                              return_logits=return_logits, who="GPT.generate")
-        finally:
-            self.train(was_training)
 
     # --- GPT-2 weights ------------------------------------------------------------------
 

@@ -125,10 +125,6 @@ class RNNLM(nn.Module):
             carried["seen"] = tokens.shape[1]
             return logits[:, -1]  # (B, vocab_size)
 
-        was_training = self.training
-        self.eval()
-        try:
+        with generation.eval_mode(self):
             return generation.autoregressive(next_logits, idx, max_new_tokens, temperature, top_k, top_p, rng,
                                              return_logits=return_logits, who="RNNLM.generate")
-        finally:
-            self.train(was_training)

@@ -225,9 +225,7 @@ class Seq2Seq(nn.Module):
         if isinstance(max_new_tokens, int | np.integer) and max_new_tokens > c.block_size:
             raise ValueError(f"Seq2Seq.generate: max_new_tokens={max_new_tokens} needs {max_new_tokens} decoder "
                              f"positions, more than block_size={c.block_size}")
-        was_training = self.training
-        self.eval()
-        try:
+        with generation.eval_mode(self):
             with no_grad():
                 memory, src_padding = self.encode(src), self.source_padding(src)  # the source is encoded once
             caches = [(KVCache(), KVCache()) for _ in self.decoder] if use_cache else None
@@ -242,8 +240,6 @@ class Seq2Seq(nn.Module):
             result = generation.autoregressive(next_logits, bos, max_new_tokens, temperature, top_k, top_p, rng,
                                                stop_id=c.eos_id, return_logits=return_logits,
                                                who="Seq2Seq.generate")
-        finally:
-            self.train(was_training)
         tokens, logits = result if return_logits else (result, None)
         tokens = tokens[:, 1:]  # drop BOS
         if c.eos_id is not None and c.pad_id is not None:

@@ -4,31 +4,14 @@ import dataclasses
 
 import numpy as np
 import pytest
+from models_helpers import VOCAB, memorable_batch, tokens
 from nn_helpers import gradcheck_module
 
 import minigrad as mg
 from minigrad import io, optim
 from models.rnn import RNNLM, RNNConfig
 
-VOCAB = 11
 CELLS = ["rnn", "lstm", "gru"]
-
-
-def tokens(*shape, seed=0, high=VOCAB):
-    return np.random.default_rng(seed).integers(0, high, size=shape)
-
-
-def memorable_batch(rows=4, length=9, seed=1):
-    """Random tokens whose every next token is set by its prefix: the rows start with different tokens.
-
-    (And no row starts with a repeat: with RoPE alone, no absolute positions, the
-    prefixes [5] and [5, 5] look the same, since attention averages identical values.)
-    """
-    rng = np.random.default_rng(seed)
-    batch = rng.integers(0, VOCAB, (rows, length))
-    batch[:, 0] = rng.permutation(VOCAB)[:rows]
-    batch[:, 1] = (batch[:, 0] + rng.integers(1, VOCAB, rows)) % VOCAB
-    return batch
 
 
 def model(cell="lstm", seed=0, **changes) -> RNNLM:
