@@ -62,17 +62,18 @@ def torch_available() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
-def worker_env(threads: int, malloc_tune: bool = True) -> dict[str, str]:
+def worker_env(threads: int, malloc_tune: bool = True, root: str | None = None) -> dict[str, str]:
     """The environment for a measuring subprocess: ours, plus the thread caps.
 
     minigrad raises glibc's malloc thresholds when imported (minigrad/_memory.py);
-    ``malloc_tune=False`` opts out, for A/B runs.
+    ``malloc_tune=False`` opts out, for A/B runs. ``root`` is the checkout whose
+    minigrad, models and benchmarks the worker imports (default: this one).
     """
     env = dict(os.environ)
     env.update(thread_env(threads))
     env["MINIGRAD_MALLOC_TUNE"] = "1" if malloc_tune else "0"
-    # So `python -m benchmarks...` finds this checkout whatever the working directory.
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    # So `python -m benchmarks...` finds that checkout whatever the working directory.
+    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
@@ -105,11 +106,11 @@ class Worker:
     """The parent's handle on ``python -m <module> --worker <kind> <args>``: ``ask(command) -> dict``."""
 
     def __init__(self, module: str, kind: str, args: list[str], threads: int, malloc_tune: bool = True,
-                 name: str | None = None):
+                 name: str | None = None, root: str | None = None):
         command = [sys.executable, "-m", module, "--worker", kind, "--threads", str(threads), *args]
         self.name = name or kind  # how the parent tells workers apart (two of one kind may differ in malloc)
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                        env=worker_env(threads, malloc_tune))
+                                        env=worker_env(threads, malloc_tune, root), cwd=root)
         self.hello = self._read()  # the worker's first line: what it built
 
     def _read(self) -> dict:

@@ -403,7 +403,9 @@ def measure(cfg: Config, contenders: list[str], args) -> dict:
     try:
         for name in contenders:
             kind, tuned = name.split("+")[0], not name.endswith("+untuned")
-            workers.append(_util.Worker("benchmarks.train_step", kind, options, args.threads, tuned, name=name))
+            root = args.baseline if name == "minigrad+baseline" else None
+            workers.append(_util.Worker("benchmarks.train_step", kind, options, args.threads, tuned, name=name,
+                                        root=root))
         steps = {w.name: [] for w in workers}
         for _ in range(args.steps):
             for w in workers:  # in turn: A, B, A, B, ...
@@ -444,7 +446,8 @@ def report(result: dict, show_census: bool) -> str:
         matmul_share = _util.median([s["matmul"] / s["step"] for s in measured])
         matmul_calls = measured[0]["matmul_calls"]
         dtypes = set(d for s in steps for d in s["dtypes"])
-        label = info["label"] + (" (MINIGRAD_MALLOC_TUNE=0)" if name.endswith("+untuned") else "")
+        label = info["label"] + {"minigrad+untuned": " (MINIGRAD_MALLOC_TUNE=0)",
+                                 "minigrad+baseline": " (--baseline)"}.get(name, "")
         if dtypes != {"float32"}:
             label += f" [dtypes {sorted(dtypes)}!]"  # logits or loss not float32: an upcast somewhere
         rows.append([label, f"{info['params']:,}", f"{info['first_loss']:.3f}", _util.fmt_ms(step["median"]),
@@ -456,7 +459,8 @@ def report(result: dict, show_census: bool) -> str:
                      f"({info['rss_after_import_mb']:.0f} after import)"])
     lines.append(_util.markdown_table(headers, rows))
     lines.append(_util.load_note(*result["load_average"]))
-    for a, b in (("minigrad", "torch"), ("minigrad+untuned", "torch"), ("minigrad", "minigrad+untuned")):
+    for a, b in (("minigrad", "torch"), ("minigrad+untuned", "torch"), ("minigrad", "minigrad+untuned"),
+                 ("minigrad+baseline", "torch"), ("minigrad", "minigrad+baseline")):
         if a in medians and b in medians:
             sa, sb = result["steps"][a], result["steps"][b]
             paired = _util.median([x["step"] / y["step"] for x, y in zip(sa, sb)])
@@ -617,6 +621,9 @@ def parse_args(argv=None):
     p.add_argument("--no-torch", action="store_true", help="minigrad only, even if torch is installed")
     p.add_argument("--ab-malloc", action="store_true",
                    help="add a third worker: minigrad without its malloc tuning (MINIGRAD_MALLOC_TUNE=0)")
+    p.add_argument("--baseline", metavar="DIR",
+                   help="add a worker running the minigrad of another checkout (before/after a change), e.g. "
+                        "`git worktree add /tmp/before HEAD~1` then --baseline /tmp/before")
     p.add_argument("--census", action="store_true", help="print the per-op table of a minigrad step")
     p.add_argument("--census-steps", type=int, default=5, help="untimed instrumented/profiled steps")
     p.add_argument("--json", metavar="PATH", help="also write the raw measurements as JSON")
@@ -636,6 +643,10 @@ def parse_args(argv=None):
     unknown = [c for c in args.configs if c not in CONFIGS]
     if unknown:
         p.error(f"--configs: unknown config(s) {unknown}; choose from {list(CONFIGS)}")
+    if args.baseline:
+        args.baseline = os.path.abspath(args.baseline)
+        if not os.path.isfile(os.path.join(args.baseline, "benchmarks", "train_step.py")):
+            p.error(f"--baseline: {args.baseline} is not a minigrad checkout (no benchmarks/train_step.py)")
     if args.steps < 1 or args.census_steps < 1:
         p.error("--steps and --census-steps must be at least 1")
     return args
@@ -649,7 +660,8 @@ def main(argv=None) -> None:
     if args.profile:
         profile(args)
         return
-    contenders = ["minigrad"] + (["minigrad+untuned"] if args.ab_malloc else [])
+    contenders = (["minigrad"] + (["minigrad+untuned"] if args.ab_malloc else [])
+                  + (["minigrad+baseline"] if args.baseline else []))
     if args.no_torch:
         note = "torch: skipped (--no-torch)"
     elif _util.torch_available():

@@ -162,6 +162,23 @@ def _count(in_shape, axis) -> int:
     return int(np.prod([in_shape[a] for a in _axes(axis, len(in_shape))], dtype=np.int64))
 
 
+def _row_sum(x: np.ndarray, keepdims: bool = False) -> np.ndarray:
+    """Sum over the last axis, as ``x.sum(axis=-1)`` but several times faster on many short rows.
+
+    NumPy reduces a short last axis one row at a time (a (4096, 64) sum spends
+    most of its time starting rows), so attention and layer-norm rows go to BLAS
+    as one matrix-vector product with a vector of ones instead. Float32 BLAS
+    accumulates a row in a few partial sums, as accurate as NumPy's pairwise sum
+    for rows this short; long rows and other dtypes take NumPy's own sum.
+    """
+    n = x.shape[-1] if x.ndim else 0
+    if (x.dtype in (np.float32, np.float64) and x.ndim >= 2 and 1 < n <= 4096 and x.size // n >= 8
+            and x.flags.c_contiguous):  # (NumPy reduces other layouts well: the rows are not contiguous)
+        total = x.reshape(-1, n) @ np.ones(n, dtype=x.dtype)  # (rows,)
+        return total.reshape(x.shape[:-1] + ((1,) if keepdims else ()))
+    return x.sum(axis=-1, keepdims=keepdims)
+
+
 def _const(mask: np.ndarray, like) -> Any:
     """Wrap a constant array (a 0/1 mask, say) so it multiplies in ``like``'s dtype."""
     from .tensor import Tensor
@@ -473,6 +490,8 @@ class sum:
     samples = _REDUCE
 
     def forward(x, *, axis=None, keepdims=False):
+        if x.ndim >= 2 and _axes(axis, x.ndim) == (x.ndim - 1,):
+            return _row_sum(x, keepdims)
         return x.sum(axis=axis, keepdims=keepdims)
 
     def vjp(g, out, x, *, axis=None, keepdims=False):
@@ -485,6 +504,10 @@ class mean:
     samples = _REDUCE
 
     def forward(x, *, axis=None, keepdims=False):
+        if x.ndim >= 2 and _axes(axis, x.ndim) == (x.ndim - 1,) and x.dtype in (np.float32, np.float64):
+            total = _row_sum(x, keepdims)
+            total *= np.asarray(1.0 / x.shape[-1], dtype=x.dtype)
+            return total
         return x.mean(axis=axis, keepdims=keepdims)
 
     def vjp(g, out, x, *, axis=None, keepdims=False):
@@ -570,7 +593,8 @@ class softmax:
     def forward(x, *, axis=-1):
         e = x - _stable_max(x, axis)
         np.exp(e, out=e)
-        total = e.sum(axis=axis, keepdims=True)
+        last = e.ndim >= 2 and _axes(axis, e.ndim) == (e.ndim - 1,)
+        total = _row_sum(e, keepdims=True) if last else e.sum(axis=axis, keepdims=True)
         total[total == 0] = 1  # an all -inf row: 0 / 1 = 0 weights
         e /= total
         return e
@@ -891,10 +915,16 @@ class gelu_grad:
 
 def _normalise_last(x: np.ndarray, eps: float, centre: bool):
     """(x - mean) / sqrt(var + eps) over the last axis (or x / rms without centring)."""
+    n = x.shape[-1]
     if centre:
-        x = x - x.mean(axis=-1, keepdims=True)
-    rstd = 1.0 / np.sqrt((x * x).mean(axis=-1, keepdims=True) + np.asarray(eps, dtype=x.dtype))
-    return x * rstd
+        x = x - _row_sum(x, keepdims=True) * np.asarray(1.0 / n, dtype=x.dtype)  # (..., n), a fresh array
+        out = x
+    else:
+        out = np.empty_like(x)
+    # mean(x**2) as one fused multiply-and-sum pass (einsum), with no (..., n) temporary
+    mean_square = np.einsum("...i,...i->...", x, x)[..., None] * np.asarray(1.0 / n, dtype=x.dtype)
+    rstd = 1.0 / np.sqrt(mean_square + np.asarray(eps, dtype=x.dtype))  # (..., 1)
+    return np.multiply(x, rstd, out=out)
 
 
 @op()
@@ -907,7 +937,10 @@ class layer_norm:
     samples = [sample((3, 5), (5,), (5,), eps=1e-5), sample((2, 3, 4), (4,), (4,), eps=0.1)]
 
     def forward(x, weight, bias, *, eps=1e-5):
-        return _normalise_last(x, eps, centre=True) * weight + bias
+        out = _normalise_last(x, eps, centre=True)
+        out *= weight
+        out += bias
+        return out
 
     def vjp(g, out, x, weight, bias, *, eps=1e-5):
         xc = x - x.mean(axis=-1, keepdims=True)
@@ -928,7 +961,9 @@ class rms_norm:
     samples = [sample((3, 5), (5,), eps=1e-6), sample((2, 3, 4), (4,), eps=0.1)]
 
     def forward(x, weight, *, eps=1e-6):
-        return _normalise_last(x, eps, centre=False) * weight
+        out = _normalise_last(x, eps, centre=False)
+        out *= weight
+        return out
 
     def vjp(g, out, x, weight, *, eps=1e-6):
         rstd = ((x * x).mean(axis=-1, keepdims=True) + eps) ** -0.5
