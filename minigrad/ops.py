@@ -162,6 +162,15 @@ def _count(in_shape, axis) -> int:
     return int(np.prod([in_shape[a] for a in _axes(axis, len(in_shape))], dtype=np.int64))
 
 
+def _blas_summable(x: np.ndarray) -> bool:
+    """Whether a sum over x's last or leading axes is better done by BLAS, as a product with ones.
+
+    Float32/64, C-contiguous (NumPy reduces other layouts well enough), and big
+    enough that the saving outweighs the call.
+    """
+    return x.dtype in (np.float32, np.float64) and x.ndim >= 2 and x.flags.c_contiguous and x.size >= 1024
+
+
 def _row_sum(x: np.ndarray, keepdims: bool = False) -> np.ndarray:
     """Sum over the last axis, as ``x.sum(axis=-1)`` but several times faster on many short rows.
 
@@ -172,8 +181,7 @@ def _row_sum(x: np.ndarray, keepdims: bool = False) -> np.ndarray:
     for rows this short; long rows and other dtypes take NumPy's own sum.
     """
     n = x.shape[-1] if x.ndim else 0
-    if (x.dtype in (np.float32, np.float64) and x.ndim >= 2 and 1 < n <= 4096 and x.size // n >= 8
-            and x.flags.c_contiguous):  # (NumPy reduces other layouts well: the rows are not contiguous)
+    if _blas_summable(x) and 1 < n <= 4096:
         total = x.reshape(-1, n) @ np.ones(n, dtype=x.dtype)  # (rows,)
         return total.reshape(x.shape[:-1] + ((1,) if keepdims else ()))
     return x.sum(axis=-1, keepdims=keepdims)
@@ -490,8 +498,15 @@ class sum:
     samples = _REDUCE
 
     def forward(x, *, axis=None, keepdims=False):
-        if x.ndim >= 2 and _axes(axis, x.ndim) == (x.ndim - 1,):
+        axes = _axes(axis, x.ndim)
+        if x.ndim >= 2 and axes == (x.ndim - 1,):
             return _row_sum(x, keepdims)
+        if 0 < len(axes) < x.ndim and axes == tuple(range(len(axes))) and _blas_summable(x):
+            # Over the leading axes (a bias's gradient summed over batch and time): ones @ rows,
+            # a third of the time of NumPy's sum on (B*T, d) activations.
+            rows = x.reshape(-1, int(np.prod(x.shape[len(axes):])))  # (B*T, rest)
+            total = np.ones(rows.shape[0], dtype=x.dtype) @ rows
+            return total.reshape((1,) * len(axes) * keepdims + x.shape[len(axes):])
         return x.sum(axis=axis, keepdims=keepdims)
 
     def vjp(g, out, x, *, axis=None, keepdims=False):
@@ -913,43 +928,90 @@ class gelu_grad:
         return (g * pdf * (2.0 - x * x),)
 
 
-def _normalise_last(x: np.ndarray, eps: float, centre: bool):
-    """(x - mean) / sqrt(var + eps) over the last axis (or x / rms without centring)."""
+def _standardise(x: np.ndarray, eps: float):
+    """(xhat, rstd): x centred and scaled to unit variance over the last axis, and 1/sqrt(var + eps) (..., 1)."""
     n = x.shape[-1]
-    if centre:
-        x = x - _row_sum(x, keepdims=True) * np.asarray(1.0 / n, dtype=x.dtype)  # (..., n), a fresh array
-        out = x
-    else:
-        out = np.empty_like(x)
-    # mean(x**2) as one fused multiply-and-sum pass (einsum), with no (..., n) temporary
-    mean_square = np.einsum("...i,...i->...", x, x)[..., None] * np.asarray(1.0 / n, dtype=x.dtype)
-    rstd = 1.0 / np.sqrt(mean_square + np.asarray(eps, dtype=x.dtype))  # (..., 1)
-    return np.multiply(x, rstd, out=out)
+    xhat = x - _row_sum(x, keepdims=True) * np.asarray(1.0 / n, dtype=x.dtype)  # (..., n), a fresh array
+    var = np.einsum("...i,...i->...", xhat, xhat)[..., None] * np.asarray(1.0 / n, dtype=x.dtype)  # (..., 1)
+    rstd = 1.0 / np.sqrt(var + np.asarray(eps, dtype=x.dtype))
+    xhat *= rstd
+    return xhat, rstd
 
 
 @op()
 class layer_norm:
-    """(x - mean) / sqrt(var + eps) * weight + bias over the last axis.
+    """(x - mean) / sqrt(var + eps) over the last axis, then ``* weight + bias`` when given (both or neither).
 
     Composite: ``xc = x - x.mean(-1, keepdims=True)``;
     ``xc / (xc.var(-1, keepdims=True) + eps).sqrt() * weight + bias``.
     """
-    samples = [sample((3, 5), (5,), (5,), eps=1e-5), sample((2, 3, 4), (4,), (4,), eps=0.1)]
+    samples = [sample((3, 5), (5,), (5,), eps=1e-5), sample((2, 3, 4), (4,), (4,), eps=0.1),
+               sample((2, 3, 4), eps=0.1)]
 
-    def forward(x, weight, bias, *, eps=1e-5):
-        out = _normalise_last(x, eps, centre=True)
-        out *= weight
-        out += bias
+    def forward(x, *affine, eps=1e-5):
+        out, _ = _standardise(x, eps)
+        if affine:
+            weight, bias = affine
+            out *= weight
+            out += bias
         return out
 
-    def vjp(g, out, x, weight, bias, *, eps=1e-5):
+    def vjp(g, out, x, *affine, eps=1e-5):
+        if not affine:
+            return (layer_norm_grad(g, x, eps=eps),)
+        weight, _ = affine
+        xhat = layer_norm(x, eps=eps)  # recomputed (the output is xhat * weight + bias): one fused pass
+        # The engine sums weight's and bias's gradients over the batch.
+        return layer_norm_grad(g, x, weight, eps=eps), g * xhat, g
+
+
+@op()
+class layer_norm_grad:
+    """The gradient of ``layer_norm`` with respect to x, in fused passes (its backward, made a primitive).
+
+    With xhat = layer_norm(x) (no affine), rstd = 1/sqrt(var + eps) and v = g * weight
+    (v = g without one), the gradient is, over the last axis,
+    ``rstd * (v - mean(v) - xhat * mean(v * xhat))``: v projected off the
+    directions a shift and a rescale of x do not change. This is J v with J
+    the (symmetric) Jacobian of xhat; written as one primitive because as
+    composite it is 16 ops and as many passes, on every layer norm of a model.
+    """
+    samples = [sample((3, 5), (3, 5), (5,), eps=1e-5), sample((2, 3, 4), (2, 3, 4), (4,), eps=0.1),
+               sample((2, 3, 4), (2, 3, 4), eps=0.1)]
+
+    def forward(g, x, *weight, eps=1e-5):
+        n = x.shape[-1]
+        xhat, rstd = _standardise(x, eps)
+        v = g * weight[0] if weight else g.copy()  # (..., n), overwritten below
+        mean_v = _row_sum(v, keepdims=True)  # (..., 1), scaled by 1/n below
+        mean_v_xhat = np.einsum("...i,...i->...", v, xhat)[..., None]  # (..., 1)
+        inv_n = np.asarray(1.0 / n, dtype=x.dtype)
+        v -= mean_v * inv_n
+        xhat *= mean_v_xhat * inv_n
+        v -= xhat
+        v *= rstd
+        return v
+
+    def vjp(u, out, g, x, *weight, eps=1e-5):
+        # Only needed for create_graph (second derivatives of layer norm). With
+        # S = sum(u * out) per row, and J symmetric: dS/dv = J u, so dS/dg = J u * weight and
+        # dS/dweight = g * J u; dS/dx comes from rstd, mean(v * xhat) and xhat each depending on x.
+        n = x.shape[-1]
         xc = x - x.mean(axis=-1, keepdims=True)
-        rstd = ((xc * xc).mean(axis=-1, keepdims=True) + eps) ** -0.5
+        rstd = ((xc * xc).mean(axis=-1, keepdims=True) + eps) ** -0.5  # (..., 1)
         xhat = xc * rstd
-        gxhat = g * weight
-        gx = rstd * (gxhat - gxhat.mean(axis=-1, keepdims=True)
-                     - xhat * (gxhat * xhat).mean(axis=-1, keepdims=True))
-        return gx, g * xhat, g  # the engine sums weight's and bias's gradients over the batch
+        v = g * weight[0] if weight else g
+        ju = layer_norm_grad(u, x, eps=eps)  # J u
+        mean_v = v.mean(axis=-1, keepdims=True)
+        mean_v_xhat = (v * xhat).mean(axis=-1, keepdims=True)
+        u_sum = u.sum(axis=-1, keepdims=True)
+        u_v = (u * v).sum(axis=-1, keepdims=True)
+        u_xhat = (u * xhat).sum(axis=-1, keepdims=True)
+        grad_x = (-(rstd * rstd / n) * (u_v - mean_v * u_sum - mean_v_xhat * u_xhat) * xhat
+                  - (rstd * u_xhat / n) * out - rstd * mean_v_xhat * ju)
+        if not weight:
+            return ju, grad_x
+        return ju * weight[0], grad_x, g * ju
 
 
 @op()
@@ -961,7 +1023,8 @@ class rms_norm:
     samples = [sample((3, 5), (5,), eps=1e-6), sample((2, 3, 4), (4,), eps=0.1)]
 
     def forward(x, weight, *, eps=1e-6):
-        out = _normalise_last(x, eps, centre=False)
+        mean_square = np.einsum("...i,...i->...", x, x)[..., None] * np.asarray(1.0 / x.shape[-1], dtype=x.dtype)
+        out = x * (1.0 / np.sqrt(mean_square + np.asarray(eps, dtype=x.dtype)))  # (..., n)
         out *= weight
         return out
 
