@@ -615,7 +615,33 @@ class softmax:
         return e
 
     def vjp(g, out, x, *, axis=-1):
-        return (out * (g - (g * out).sum(axis=axis, keepdims=True)),)
+        return (out.softmax_grad(g, axis=axis),)
+
+
+@op(method="softmax_grad")
+class softmax_grad:
+    """softmax's backward as one primitive: ``out * (g - sum(g * out))`` over ``axis``, out = softmax(x).
+
+    Fused: the row sums are one multiply-and-add pass with no temporary, and the
+    rest is done in place, where the composite makes four ops and three arrays
+    the size of the attention weights.
+    """
+    samples = [sample((3, 5), (3, 5)), sample((2, 3, 4), (2, 3, 4), axis=1)]
+
+    def forward(out, g, *, axis=-1):
+        if out.ndim >= 2 and _axes(axis, out.ndim) == (out.ndim - 1,) and out.shape == g.shape:
+            dot = np.einsum("...i,...i->...", g, out)[..., None]  # (..., 1): sum(g * out) per row
+        else:
+            dot = (g * out).sum(axis=axis, keepdims=True)
+        grad = np.subtract(g, dot, dtype=np.result_type(g, out))
+        grad *= out
+        return grad
+
+    def vjp(u, grad, out, g, *, axis=-1):
+        # grad is bilinear in (out, g): with s = sum(g * out), grad = out * g - out * s, so
+        # d/dg (u . grad) = softmax_grad(out, u) and d/dout (u . grad) = u * (g - s) - g * sum(u * out).
+        s = (g * out).sum(axis=axis, keepdims=True)
+        return u * (g - s) - g * (u * out).sum(axis=axis, keepdims=True), out.softmax_grad(u, axis=axis)
 
 
 @op(method="log_softmax")

@@ -239,10 +239,14 @@ def _attention(q, k, v, keep, bias, scale, dropout_p, rng):
     # Scaling q rather than the scores: the same numbers, but a pass over (..., Tq, E)
     # instead of the larger (..., Tq, Tk) whenever the context is longer than a head.
     scores = (q * scale) @ k.swapaxes(-1, -2)  # (..., Tq, Tk)
+    if keep is not None:
+        # The boolean mask joins the float one as 0 / -inf: adding is one pass over the scores, and
+        # its backward is free, where masked_fill would copy them and zero the gradient again
+        # (softmax already gives -inf exactly 0 weight and 0 gradient).
+        forbid = np.where(keep, 0.0, -np.inf).astype(q.dtype)  # (..., Tq, Tk) broadcastable
+        bias = forbid if bias is None else bias + forbid
     if bias is not None:
         scores = scores + bias
-    if keep is not None:
-        scores = scores.masked_fill(~keep, -np.inf)  # softmax gives -inf exactly 0 weight
     weights = scores.softmax(axis=-1)  # (..., Tq, Tk); an all -inf row gives zeros, not NaN
     attended = dropout(weights, dropout_p, True, rng) if dropout_p > 0 else weights
     return attended @ v, weights  # (..., Tq, Ev)
