@@ -729,10 +729,11 @@ class linear:
 
     def vjp(g, out, x, weight, *bias):
         g_rows = g.reshape(-1, g.shape[-1])  # (N, out)
-        x_rows = x.reshape(-1, x.shape[-1])  # (N, in)
-        grad_x = (g_rows @ weight).reshape(x.shape)  # (..., in)
-        grad_weight = g_rows.T @ x_rows  # (out, in)
-        return (grad_x, grad_weight) + ((g,) if bias else ())  # the engine sums the bias's over the batch
+        grad_x = g @ weight  # (..., in): matmul folds the batch into one BLAS call
+        grad_weight = g_rows.T @ x.reshape(-1, x.shape[-1])  # (out, in)
+        if not bias:
+            return grad_x, grad_weight
+        return grad_x, grad_weight, g_rows.sum(axis=0)  # (out,): summed here, not reshaped back by the engine
 
 
 # --------------------------------------------------------------------------------------
