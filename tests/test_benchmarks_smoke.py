@@ -68,6 +68,18 @@ def test_train_step_minigrad_only():
     assert number(matmul[6]) == number(matmul[1]) and number(linear[6]) == number(linear[1])  # one VJP each
 
 
+def test_train_step_against_a_baseline_checkout(tmp_path):
+    # This checkout as its own baseline: a third worker, run from that directory, in turn with ours.
+    out = run("benchmarks.train_step", "--quick", "--no-torch", "--baseline", str(ROOT))
+    ours, baseline = table_row(out, "models.GPT"), table_row(out, "models.GPT (--baseline)")
+    assert ours[0] == "models.GPT" and number(baseline[1]) == number(ours[1])  # the same model, params counted
+    assert re.search(r"minigrad / minigrad\+baseline: [\d.]+x by median step", out)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "benchmarks.train_step", "--quick", "--baseline", str(tmp_path)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "is not a minigrad checkout" in done.stderr
+
+
 @pytest.mark.skipif(not HAS_TORCH, reason="torch not installed (pip install torch==2.13.0)")
 def test_train_step_against_torch():
     out = run("benchmarks.train_step", "--quick", "--ab-malloc")

@@ -1,0 +1,131 @@
+"""The ops' speed paths give NumPy's answers on arrays big enough to take them.
+
+The op-table tests gradcheck every op on small samples, which take the plain
+NumPy paths; these check, on arrays large enough for the fast ones (sums by
+BLAS, GELU block by block), values against plain NumPy formulas in float32
+and float64, with infinities and NaN where the op promises something for them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+from minigrad.ops import _BLOCK, OPS
+
+RNG = np.random.default_rng(0)
+FLOATS = [np.float32, np.float64]
+
+
+def tol(dtype):
+    return {"rtol": 2e-5, "atol": 2e-5} if dtype == np.float32 else {"rtol": 1e-12, "atol": 1e-12}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape, axis", [((64, 4, 33, 17), -1), ((512, 64), 1), ((16, 64, 128), (0, 1)),
+                                         ((16, 64, 128), 0), ((8, 4, 64), (0, 1, 2))])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_sum_and_mean_match_numpy(shape, axis, keepdims, dtype):
+    x = RNG.standard_normal(shape).astype(dtype)
+    for name in ("sum", "mean"):
+        got = OPS[name].forward(x, axis=axis, keepdims=keepdims)
+        expected = getattr(x.astype(np.float64), name)(axis=axis, keepdims=keepdims)
+        assert got.dtype == dtype and got.shape == expected.shape, name
+        np.testing.assert_allclose(got, expected, **tol(dtype), err_msg=name)
+
+
+def test_blas_sums_keep_infinities_and_nan():
+    x = RNG.standard_normal((64, 40)).astype(np.float32)
+    x[3, 5], x[7, 1], x[7, 2], x[9, 9] = np.inf, np.inf, -np.inf, np.nan
+    with np.errstate(invalid="ignore"):  # inf - inf in the row with both
+        rows, cols = OPS["sum"].forward(x, axis=-1), OPS["sum"].forward(x, axis=0)
+        expected_rows, expected_cols = x.sum(axis=-1), x.sum(axis=0)
+    np.testing.assert_array_equal(np.isposinf(rows), np.isposinf(expected_rows))
+    np.testing.assert_array_equal(np.isnan(rows), np.isnan(expected_rows))
+    np.testing.assert_array_equal(np.isnan(cols), np.isnan(expected_cols))
+    assert np.isposinf(rows[3]) and np.isnan(rows[7]) and np.isnan(rows[9])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_softmax_rows_on_attention_sized_scores(dtype):
+    scores = (3 * RNG.standard_normal((8, 4, 64, 64))).astype(dtype)
+    scores[..., np.triu_indices(64, 1)[0], np.triu_indices(64, 1)[1]] = -np.inf  # causal
+    scores[0, 0, 5] = -np.inf  # a row that may attend to nothing
+    weights = OPS["softmax"].forward(scores, axis=-1)
+    s64 = scores.astype(np.float64)
+    row_max = s64.max(-1, keepdims=True)
+    shifted = np.exp(s64 - np.where(np.isfinite(row_max), row_max, 0))
+    total = shifted.sum(-1, keepdims=True)
+    expected = shifted / np.where(total == 0, 1, total)
+    np.testing.assert_allclose(weights, expected, **tol(dtype))
+    assert not np.isnan(weights).any() and (weights[0, 0, 5] == 0).all()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_softmax_grad_matches_its_formula(dtype):
+    out = OPS["softmax"].forward(RNG.standard_normal((8, 4, 64, 64)).astype(dtype), axis=-1)
+    g = RNG.standard_normal(out.shape).astype(dtype)
+    got = OPS["softmax_grad"].forward(out, g, axis=-1)
+    expected = out * (g - (g * out).sum(-1, keepdims=True))
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, expected, **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_layer_norm_and_its_gradient_at_model_size(dtype):
+    x = (5 + 2 * RNG.standard_normal((16, 64, 128))).astype(dtype)  # a mean far from 0
+    w, b, g = (RNG.standard_normal(s).astype(dtype) for s in ((128,), (128,), x.shape))
+    x64 = x.astype(np.float64)
+    xc = x64 - x64.mean(-1, keepdims=True)
+    rstd = 1 / np.sqrt((xc * xc).mean(-1, keepdims=True) + 1e-5)
+    xhat = xc * rstd
+    np.testing.assert_allclose(OPS["layer_norm"].forward(x, w, b, eps=1e-5), xhat * w + b, **tol(dtype))
+    v = g * w
+    expected = rstd * (v - v.mean(-1, keepdims=True) - xhat * (v * xhat).mean(-1, keepdims=True))
+    got = OPS["layer_norm_grad"].forward(g, x, w, eps=1e-5)
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, expected, rtol=1e-4 if dtype == np.float32 else 1e-10,
+                               atol=1e-4 if dtype == np.float32 else 1e-10)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_gelu_tanh_block_by_block_matches_the_formula(dtype):
+    # More than two blocks, and a last block that is not full
+    x = (3 * RNG.standard_normal(2 * _BLOCK + 1234)).astype(dtype).reshape(-1, 2)
+    x[0, 0], x[0, 1] = -1e4, 1e4  # tanh saturates: 0 and x exactly
+    x64 = x.astype(np.float64)
+    inner = np.tanh(math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64 ** 3))
+    derivative = 0.5 * (1 + inner) + 0.5 * x64 * (1 - inner ** 2) * math.sqrt(2 / math.pi) * (
+        1 + 3 * 0.044715 * x64 ** 2)
+    out = OPS["gelu"].forward(x, approximate="tanh")
+    grad = OPS["gelu_grad"].forward(x, approximate="tanh")
+    assert out.dtype == grad.dtype == dtype and out.shape == x.shape
+    np.testing.assert_allclose(out, 0.5 * x64 * (1 + inner), **tol(dtype))
+    np.testing.assert_allclose(grad, derivative, **tol(dtype))
+    assert out[0, 0] == 0 and out[0, 1] == 1e4
+
+
+def test_gelu_of_a_strided_view_is_its_copy():
+    x = RNG.standard_normal((300, 600)).astype(np.float32)
+    view = x[:, ::3]  # not contiguous
+    np.testing.assert_array_equal(OPS["gelu"].forward(view, approximate="tanh"),
+                                  OPS["gelu"].forward(view.copy(), approximate="tanh"))
+
+
+def test_big_layer_norm_backward_agrees_with_the_composite():
+    x = mg.tensor(RNG.standard_normal((8, 32, 64)), requires_grad=True)
+    w = mg.tensor(RNG.standard_normal(64), requires_grad=True)
+    b = mg.tensor(RNG.standard_normal(64), requires_grad=True)
+    g = RNG.standard_normal((8, 32, 64))
+    OPS["layer_norm"](x, w, b, eps=1e-5).backward(mg.tensor(g))
+    fused = [t.grad.data.copy() for t in (x, w, b)]
+    for t in (x, w, b):
+        t.grad = None
+    xc = x - x.mean(axis=-1, keepdims=True)
+    composite = xc * ((xc * xc).mean(axis=-1, keepdims=True) + 1e-5) ** -0.5 * w + b
+    composite.backward(mg.tensor(g))
+    for got, t in zip(fused, (x, w, b)):
+        np.testing.assert_allclose(got, t.grad.data, rtol=1e-10, atol=1e-10)
