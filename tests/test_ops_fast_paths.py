@@ -129,3 +129,23 @@ def test_big_layer_norm_backward_agrees_with_the_composite():
     composite.backward(mg.tensor(g))
     for got, t in zip(fused, (x, w, b)):
         np.testing.assert_allclose(got, t.grad.data, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("shape, index_shape", [((65, 128), (16, 64)), ((10,), (50,)), ((7, 3, 2), (4, 5)),
+                                                ((5, 4), (0,))])
+def test_scatter_add_of_integer_rows_matches_add_at(shape, index_shape):
+    index = RNG.integers(-shape[0], shape[0], size=index_shape)  # repeats and negative ids
+    g = RNG.standard_normal(index_shape + shape[1:]).astype(np.float32)
+    expected = np.zeros(shape, dtype=np.float32)
+    np.add.at(expected, index, g)
+    got = OPS["scatter_add"].forward(g, index=index, shape=shape)
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_embedding_gradient_accumulates_repeated_tokens():
+    table = mg.tensor(RNG.standard_normal((6, 3)), requires_grad=True)
+    ids = np.array([[1, 1, 4], [5, 1, 0]])
+    (table[ids] * mg.tensor(np.arange(18.0).reshape(2, 3, 3))).sum().backward()
+    expected = np.zeros((6, 3))
+    np.add.at(expected, ids, np.arange(18.0).reshape(2, 3, 3))
+    np.testing.assert_array_equal(table.grad.data, expected)
