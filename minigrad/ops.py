@@ -909,20 +909,21 @@ _GELU_CUBIC = 0.044715
 _BLOCK = 1 << 16
 
 
-def _blockwise(kernel: Callable, x: np.ndarray) -> np.ndarray:
-    """``kernel(out, x)`` over blocks of a big array, so its many passes run in cache.
+def _blockwise(kernel: Callable, x: np.ndarray, *more: np.ndarray) -> np.ndarray:
+    """``kernel(out, x, *more)`` over blocks of big arrays, so its many passes run in cache.
 
     An elementwise formula in NumPy is one pass over memory per operation; over
     the (B, T, 4 d) activations of an MLP those passes go out to main memory.
     Done a block at a time, every pass after the first finds its data in cache.
-    ``kernel`` writes ``out`` in place from ``x`` (same shape, elementwise).
+    ``kernel`` writes ``out`` in place from ``x`` and any ``more`` arrays of x's shape.
     """
-    x = np.ascontiguousarray(x if x.dtype.kind == "f" else x.astype(np.float64))
-    out = np.empty_like(x)
-    flat_x, flat_out = x.reshape(-1), out.reshape(-1)
+    dtype = np.result_type(x, *more) if x.dtype.kind == "f" else np.float64
+    flat = [np.ascontiguousarray(a, dtype=dtype).reshape(-1) for a in (x, *more)]
+    out = np.empty(x.shape, dtype=dtype)
+    flat_out = out.reshape(-1)
     for start in range(0, x.size, _BLOCK):
         block = slice(start, start + _BLOCK)
-        kernel(flat_out[block], flat_x[block])
+        kernel(flat_out[block], *(a[block] for a in flat))
     return out
 
 
@@ -943,8 +944,8 @@ def _gelu_tanh_kernel(out: np.ndarray, x: np.ndarray) -> None:
     out *= 0.5
 
 
-def _gelu_tanh_grad_kernel(out: np.ndarray, x: np.ndarray) -> None:
-    """out = 0.5 * (1 + t + x * (1 - t**2) * du), t = tanh(u), du = d(u)/dx, in place."""
+def _gelu_tanh_grad_kernel(out: np.ndarray, x: np.ndarray, g: np.ndarray) -> None:
+    """out = g * 0.5 * (1 + t + x * (1 - t**2) * du), t = tanh(u), du = d(u)/dx, in place."""
     t = _gelu_tanh_inner(np.empty_like(x), x)
     du = np.multiply(x, x)
     du *= 3 * _SQRT_2_OVER_PI * _GELU_CUBIC
@@ -956,6 +957,7 @@ def _gelu_tanh_grad_kernel(out: np.ndarray, x: np.ndarray) -> None:
     out += t
     out += 1.0
     out *= 0.5
+    out *= g
 
 
 @op()
@@ -975,29 +977,37 @@ class gelu:
         return 0.5 * x * (1.0 + _erf_array(x * np.asarray(1 / math.sqrt(2.0), dtype=x.dtype)))
 
     def vjp(g, out, x, *, approximate="none"):
-        return (g * x.gelu_grad(approximate=approximate),)
+        return (x.gelu_grad(g, approximate=approximate),)
 
 
 @op(method="gelu_grad")
 class gelu_grad:
-    """d gelu(x) / dx, a primitive of its own so gelu's backward is one fused pass."""
-    samples = [sample((3, 4)), sample((3, 4), approximate="tanh")]
+    """g * d gelu(x) / dx: gelu's backward as one primitive, so it is one fused pass.
 
-    def forward(x, *, approximate="none"):
+    ``x.gelu_grad(g)``: g is the gradient arriving at gelu's output (pass ones
+    for the derivative itself).
+    """
+    samples = [sample((3, 4), (3, 4)), sample((3, 4), (3, 4), approximate="tanh"), sample((3, 4), (4,))]
+
+    def forward(x, g, *, approximate="none"):
+        if approximate == "tanh" and g.shape == x.shape:
+            return _blockwise(_gelu_tanh_grad_kernel, x, g)
         if approximate == "tanh":
-            return _blockwise(_gelu_tanh_grad_kernel, x)
+            return _blockwise(_gelu_tanh_grad_kernel, x, np.broadcast_to(g, x.shape))
         cdf = 0.5 * (1.0 + _erf_array(x * np.asarray(1 / math.sqrt(2.0), dtype=x.dtype)))
-        return cdf + x * np.exp(-0.5 * x * x) * _INV_SQRT_2PI
+        return g * (cdf + x * np.exp(-0.5 * x * x) * _INV_SQRT_2PI)
 
-    def vjp(g, out, x, *, approximate="none"):
-        # The second derivative, written out (only needed for create_graph).
+    def vjp(u, out, x, g, *, approximate="none"):
+        # d/dg is gelu' again (this op with u for g); d/dx needs the second derivative, written
+        # out here (only for create_graph, so plain Tensor ops are fast enough).
         if approximate == "tanh":
             t = (_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x)).tanh()
             du = _SQRT_2_OVER_PI * (1.0 + 3 * _GELU_CUBIC * x * x)
             d2u = 6 * _SQRT_2_OVER_PI * _GELU_CUBIC * x
-            return (g * (1.0 - t * t) * (du + 0.5 * x * (d2u - 2.0 * t * du * du)),)
-        pdf = (-0.5 * x * x).exp() * _INV_SQRT_2PI
-        return (g * pdf * (2.0 - x * x),)
+            second = (1.0 - t * t) * (du + 0.5 * x * (d2u - 2.0 * t * du * du))
+        else:
+            second = (-0.5 * x * x).exp() * _INV_SQRT_2PI * (2.0 - x * x)
+        return u * g * second, x.gelu_grad(u, approximate=approximate)
 
 
 def _standardise(x: np.ndarray, eps: float):

@@ -101,7 +101,10 @@ def test_gelu_tanh_block_by_block_matches_the_formula(dtype):
     derivative = 0.5 * (1 + inner) + 0.5 * x64 * (1 - inner ** 2) * math.sqrt(2 / math.pi) * (
         1 + 3 * 0.044715 * x64 ** 2)
     out = OPS["gelu"].forward(x, approximate="tanh")
-    grad = OPS["gelu_grad"].forward(x, approximate="tanh")
+    grad = OPS["gelu_grad"].forward(x, np.ones_like(x), approximate="tanh")
+    upstream = RNG.standard_normal(x.shape).astype(dtype)
+    np.testing.assert_allclose(OPS["gelu_grad"].forward(x, upstream, approximate="tanh"), upstream * derivative,
+                               **tol(dtype))
     assert out.dtype == grad.dtype == dtype and out.shape == x.shape
     np.testing.assert_allclose(out, 0.5 * x64 * (1 + inner), **tol(dtype))
     np.testing.assert_allclose(grad, derivative, **tol(dtype))
