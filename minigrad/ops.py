@@ -1031,6 +1031,8 @@ class layer_norm:
                sample((2, 3, 4), eps=0.1)]
 
     def forward(x, *affine, eps=1e-5):
+        if len(affine) not in (0, 2):
+            raise TypeError(f"weight and bias go together: give both or neither, got {len(affine)} of them")
         out, _ = _standardise(x, eps)
         if affine:
             weight, bias = affine
