@@ -119,6 +119,11 @@ def build_torch(cfg: Config, gelu: str):
 # --------------------------------------------------------------------------------------
 
 
+# The ops whose forward is one GEMM: the matmul clock times them. attention_weights is
+# q @ k^T with the mask and softmax fused in, so its time includes that softmax.
+GEMM_OPS = ("matmul", "linear", "attention_weights")
+
+
 class MinigradWorker:
     """Holds a minigrad model + AdamW; ``step()`` times one training step, ``census()`` counts its ops."""
 
@@ -136,16 +141,16 @@ class MinigradWorker:
         self.i = 0
         # The matmul clock: total seconds inside the GEMM ops' NumPy calls, and the call count.
         self.matmul_s, self.matmul_calls = 0.0, 0
-        for name in ("matmul", "linear"):
+        for name in GEMM_OPS:
             self._clock_gemm(minigrad.OPS[name])
 
     def _clock_gemm(self, op) -> None:
         plain_forward = op.forward
 
         @functools.wraps(plain_forward)
-        def timed_forward(*arrays):
+        def timed_forward(*arrays, **params):
             start = clock()
-            out = plain_forward(*arrays)
+            out = plain_forward(*arrays, **params)
             self.matmul_s += clock() - start
             self.matmul_calls += 1
             return out
@@ -258,7 +263,7 @@ class OpCensus:
                 if getattr(out, "dtype", None) == np.float64:
                     key = f"{op.name}|{self._phase()}"
                     self.float64[key] = self.float64.get(key, 0) + 1
-                if op.name in ("matmul", "linear"):
+                if op.name in GEMM_OPS:
                     self._add_matmul(op.name, arrays, out, elapsed)
                 return out
             return forward
@@ -312,6 +317,8 @@ class OpCensus:
         a, b = arrays[:2]
         if name == "linear":  # x @ W.T (+ bias)
             key = f"linear {a.shape} @ {b.shape}.T [{layout(a)}, {layout(b)}]"
+        elif name == "attention_weights":  # softmax(q @ k^T * scale + bias)
+            key = f"attention_weights {a.shape} @ {b.shape}.T, + softmax [{layout(a)}, {layout(b)}]"
         else:
             key = f"{a.shape} @ {b.shape} [{layout(a)}, {layout(b)}]"
         entry = self.matmuls.setdefault(key, [0, 0.0, 0])

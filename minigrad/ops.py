@@ -595,6 +595,16 @@ class logsumexp:
         return (_unreduce(g, x.shape, axis, keepdims) * x.softmax(axis=_axes(axis, x.ndim)),)
 
 
+def _softmax_in_place(shifted: np.ndarray, axis) -> np.ndarray:
+    """exp(shifted) / sum(exp(shifted)) over ``axis``, overwriting ``shifted`` (x minus its stable max)."""
+    e = np.exp(shifted, out=shifted)
+    last = e.ndim >= 2 and _axes(axis, e.ndim) == (e.ndim - 1,)
+    total = _row_sum(e, keepdims=True) if last else e.sum(axis=axis, keepdims=True)
+    total[total == 0] = 1  # an all -inf row: 0 / 1 = 0 weights
+    e /= total
+    return e
+
+
 @op(method="softmax")
 class softmax:
     """exp(x) / sum(exp(x)) over ``axis``, stable for large inputs.
@@ -606,13 +616,7 @@ class softmax:
                sample(np.array([[0.3, -np.inf, 1.2], [-np.inf, -np.inf, -np.inf]]))]
 
     def forward(x, *, axis=-1):
-        e = x - _stable_max(x, axis)
-        np.exp(e, out=e)
-        last = e.ndim >= 2 and _axes(axis, e.ndim) == (e.ndim - 1,)
-        total = _row_sum(e, keepdims=True) if last else e.sum(axis=axis, keepdims=True)
-        total[total == 0] = 1  # an all -inf row: 0 / 1 = 0 weights
-        e /= total
-        return e
+        return _softmax_in_place(x - _stable_max(x, axis), axis)
 
     def vjp(g, out, x, *, axis=-1):
         return (out.softmax_grad(g, axis=axis),)
@@ -1008,6 +1012,40 @@ class gelu_grad:
         else:
             second = (-0.5 * x * x).exp() * _INV_SQRT_2PI * (2.0 - x * x)
         return u * g * second, x.gelu_grad(u, approximate=approximate)
+
+
+@op()
+class attention_weights:
+    """softmax(q @ k^T * scale + bias) over the keys: attention's weights (..., Tq, Tk).
+
+    q (..., Tq, E), k (..., Tk, E), leading axes broadcast as in matmul; the
+    optional ``bias`` broadcasts to (..., Tq, Tk), and -inf in it forbids a key
+    (a row with every key forbidden gets zero weights, not NaN).
+    Composite: ``(q @ k.swapaxes(-1, -2) * scale + bias).softmax(axis=-1)``. A
+    primitive because that makes three (..., Tq, Tk) arrays, the largest of a
+    transformer's activations, where one worked on in place does, and four
+    graph nodes per layer where one does.
+    """
+    samples = [sample((2, 3, 4), (2, 5, 4), scale=0.5),
+               sample((2, 1, 3, 4), (3, 5, 4), (3, 5), scale=0.7),
+               sample((2, 3, 4), (2, 3, 4), np.where(np.tril(np.ones((3, 3), bool)), 0.0, -np.inf), scale=1.0)]
+
+    def forward(q, k, *bias, scale):
+        scores = q @ k.swapaxes(-1, -2)  # (..., Tq, Tk)
+        scores *= scale
+        if bias:
+            if np.broadcast_shapes(scores.shape, bias[0].shape) == scores.shape:
+                scores += bias[0]
+            else:  # the bias has batch axes the scores lack
+                scores = scores + bias[0]
+        scores -= _stable_max(scores, -1)
+        return _softmax_in_place(scores, -1)
+
+    def vjp(g, out, q, k, *bias, scale):
+        grad_scores = out.softmax_grad(g)  # (..., Tq, Tk): through the softmax, and the bias's gradient
+        grad_q = (grad_scores @ k) * scale  # (..., Tq, E)
+        grad_k = (grad_scores.swapaxes(-1, -2) @ q) * scale  # (..., Tk, E)
+        return (grad_q, grad_k) + ((grad_scores,) if bias else ())
 
 
 def _standardise(x: np.ndarray, eps: float):

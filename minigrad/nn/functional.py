@@ -235,19 +235,17 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
 
 
 def _attention(q, k, v, keep, bias, scale, dropout_p, rng):
-    """The attention formula op by op; returns the output and the weights (before dropout)."""
-    # Scaling q rather than the scores: the same numbers, but a pass over (..., Tq, E)
-    # instead of the larger (..., Tq, Tk) whenever the context is longer than a head.
-    scores = (q * scale) @ k.swapaxes(-1, -2)  # (..., Tq, Tk)
+    """The attention formula; returns the output and the weights (before dropout).
+
+    weights = softmax(q @ k^T * scale + bias) is one fused primitive,
+    ``attention_weights`` (its docstring has the composite); then weights @ v.
+    """
     if keep is not None:
-        # The boolean mask joins the float one as 0 / -inf: adding is one pass over the scores, and
-        # its backward is free, where masked_fill would copy them and zero the gradient again
-        # (softmax already gives -inf exactly 0 weight and 0 gradient).
+        # The boolean mask joins the float one as 0 / -inf: softmax gives -inf exactly 0 weight.
         forbid = np.where(keep, 0.0, -np.inf).astype(q.dtype)  # (..., Tq, Tk) broadcastable
         bias = forbid if bias is None else bias + forbid
-    if bias is not None:
-        scores = scores + bias
-    weights = scores.softmax(axis=-1)  # (..., Tq, Tk); an all -inf row gives zeros, not NaN
+    extra = () if bias is None else (bias,)
+    weights = _ops.attention_weights(q, k, *extra, scale=scale)  # (..., Tq, Tk); all -inf row -> zeros
     attended = dropout(weights, dropout_p, True, rng) if dropout_p > 0 else weights
     return attended @ v, weights  # (..., Tq, Ev)
 
