@@ -75,15 +75,25 @@ class Adam(Optimizer):
                     else:
                         g = g + weight_decay * p.data
 
+                # In place, through one scratch array: the update is a dozen passes over
+                # every parameter, and fresh temporaries would make each one a trip to memory.
+                scratch = np.subtract(g, m)
                 # m = beta1*m + (1-beta1)*g, written as PyTorch's lerp: m + (1-beta1)*(g-m).
-                m += (1 - beta1) * (g - m)
+                scratch *= 1 - beta1
+                m += scratch
                 v *= beta2
-                v += (1 - beta2) * g * g
+                np.multiply(g, g, out=scratch)
+                scratch *= 1 - beta2
+                v += scratch  # v = beta2*v + (1-beta2)*g*g
 
                 # The bias corrections are folded into a scalar step size and the denominator.
                 step_size = lr / (1 - beta1**t)
-                denom = np.sqrt(v) / math.sqrt(1 - beta2**t) + eps
-                p.data -= step_size * (m / denom)
+                denom = np.sqrt(v, out=scratch)
+                denom *= 1 / math.sqrt(1 - beta2**t)
+                denom += eps
+                update = np.divide(m, denom, out=scratch)
+                update *= step_size
+                p.data -= update
         return loss
 
 
