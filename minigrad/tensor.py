@@ -477,13 +477,21 @@ def apply(op: Op, *inputs, **params) -> Tensor:
 
 
 def _method(op: Op):
-    """A Tensor method for ``op``: extra positional arguments fill its parameters in order."""
+    """A Tensor method for ``op``: extra positional arguments fill its parameters in order.
+
+    An op whose forward takes ``*inputs`` (a variable number of tensors) takes
+    every positional argument as a tensor; its parameters are keyword-only.
+    """
     signature = inspect.signature(op.forward)
     kinds = [p.kind for p in signature.parameters.values()]
     n_tensors = sum(k == inspect.Parameter.POSITIONAL_OR_KEYWORD for k in kinds)
+    if inspect.Parameter.VAR_POSITIONAL in kinds:
+        n_tensors = None  # every positional argument is a tensor
     param_names = [p.name for p in signature.parameters.values() if p.kind == inspect.Parameter.KEYWORD_ONLY]
 
     def method(self, *args, **params):
+        if n_tensors is None:
+            return apply(op, self, *args, **params)
         tensors, extra = args[: n_tensors - 1], args[n_tensors - 1:]
         params.update(zip(param_names, extra))
         return apply(op, self, *tensors, **params)

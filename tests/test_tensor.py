@@ -262,3 +262,30 @@ def test_repr_names_the_op():
     x = leaf([1.0])
     assert "requires_grad=True" in repr(x)
     assert "op=mul" in repr(x * 2.0)
+
+
+def test_a_user_op_with_a_variable_number_of_inputs_gets_a_method():
+    from minigrad.ops import OPS, op, sample
+
+    try:
+        @op(method="weighted_total")
+        class weighted_total:
+            """sum of the inputs, times ``scale``."""
+            samples = [sample((3,), (3,), (3,), scale=2.0)]
+
+            def forward(*xs, scale=1.0):
+                return scale * sum(xs[1:], xs[0])
+
+            def vjp(g, out, *xs, scale=1.0):
+                return tuple(g * scale for _ in xs)
+
+        a, b, c = (mg.tensor(np.arange(3.0) + i, requires_grad=True) for i in range(3))
+        total = a.weighted_total(b, c, scale=2.0)  # every positional argument is a tensor
+        np.testing.assert_array_equal(total.data, 2.0 * (a.data + b.data + c.data))
+        total.sum().backward()
+        assert all((t.grad.data == 2.0).all() for t in (a, b, c))
+        assert mg.gradcheck(lambda *xs: weighted_total(*xs, scale=2.0), (a, b, c))
+    finally:
+        OPS.pop("weighted_total", None)
+        if hasattr(mg.Tensor, "weighted_total"):
+            delattr(mg.Tensor, "weighted_total")
