@@ -164,7 +164,8 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
             for x, gx in zip(inputs, input_grads):
                 if gx is None or not x.requires_grad:
                     continue
-                gx = _sum_to(gx, x.shape)
+                if gx.data.shape != x.data.shape:
+                    gx = _sum_to(gx, x.data.shape)
                 prev = grads.get(id(x))
                 grads[id(x)] = gx if prev is None else prev + gx
             if not retain_graph:

@@ -423,6 +423,18 @@ def _as_input(x, like_dtype) -> Tensor:
     raise TypeError(f"expected a Tensor, ndarray or number, got {type(x).__name__}")
 
 
+def _as_inputs(inputs) -> tuple:
+    """The inputs as Tensors, numbers taking the dtype of the first float tensor (else integer one)."""
+    like = None
+    for x in inputs:
+        if isinstance(x, Tensor) and x.dtype.kind == "f":
+            like = x.dtype
+            break
+        if like is None and isinstance(x, Tensor) and x.dtype.kind in "iu":
+            like = x.dtype
+    return tuple(_as_input(x, like) for x in inputs)
+
+
 def _describe(tensors, params) -> str:
     parts = [f"{tuple(t.shape)} {t.dtype}" for t in tensors]
     shown = {k: v for k, v in (params or {}).items() if not isinstance(v, np.ndarray)}
@@ -440,23 +452,24 @@ def _user_frame() -> str:
 
 def apply(op: Op, *inputs, **params) -> Tensor:
     """Run ``op.forward`` on the inputs' arrays and, if needed, record the op for backward."""
-    # The dtype numbers adopt: the first float tensor's, else the first integer tensor's.
-    like = None
+    tensors = inputs
     for x in inputs:
-        if isinstance(x, Tensor) and x.dtype.kind == "f":
-            like = x.dtype
+        if not isinstance(x, Tensor):  # a number or array among the inputs: make them all Tensors
+            tensors = _as_inputs(inputs)
             break
-        if like is None and isinstance(x, Tensor) and x.dtype.kind in "iu":
-            like = x.dtype
-    tensors = tuple(_as_input(x, like) for x in inputs)
     try:
         out = op.forward(*[t.data for t in tensors], **params)
     except (ValueError, IndexError, TypeError) as err:
         raise OpError(f"{op.name}: {err} ({_describe(tensors, params)})") from None
-    if not isinstance(out, np.ndarray):
+    if type(out) is not np.ndarray:
         out = np.asarray(out)
     # Integer and bool results (astype(int)) are not differentiable, so never require grad.
-    needs_grad = _state.grad_enabled and out.dtype.kind == "f" and any(t.requires_grad for t in tensors)
+    needs_grad = False
+    if _state.grad_enabled and out.dtype.kind == "f":
+        for t in tensors:
+            if t.requires_grad:
+                needs_grad = True
+                break
     result = Tensor._wrap(out, needs_grad)
     if needs_grad:
         result._op = op
