@@ -4,6 +4,10 @@
     python -m benchmarks.train_step --configs M --steps 30 --census
     python -m benchmarks.train_step --profile            # cProfile one minigrad M step
     python -m benchmarks.train_step --quick              # a tiny config, a few steps (seconds)
+    python -m benchmarks.train_step --configs M --handwritten   # + a hand-written NumPy step: the floor
+
+``--handwritten`` adds a third contender, ``numpy_gpt.NumpyGPT``: the same model's
+forward, backward and AdamW written out in plain NumPy, with no engine at all.
 
 How it measures
 ---------------
@@ -19,12 +23,16 @@ the next one down (measured: torch's S step 120 ms right after a minigrad step,
 step is timed in three parts (forward incl. the loss, backward, AdamW step +
 zero_grad); the tables quote medians and minima over the steps.
 
-Matmul share. minigrad: the ``forward`` of the matmul and linear ops (linear is
-one GEMM plus an in-place bias add; backward's matmuls go through the matmul op,
-as VJPs are Tensor ops) is wrapped with a clock for the whole run; the wrapper costs well under a microsecond per
-call. torch: ``torch.profiler`` records a few extra, untimed steps, and the self
-time of ``aten::mm / bmm / addmm`` is summed. The share is the median over
-steps of each step's matmul time divided by that step's time.
+Matmul share. minigrad: the ``forward`` of the matmul, linear and
+attention_weights ops (linear is one GEMM plus an in-place bias add; backward's
+matmuls go through the matmul op, as VJPs are Tensor ops) is wrapped with a
+clock for the whole run (attention_weights' softmax is fused into it, so inside
+the clock); the wrapper costs well under a microsecond per call. Hand-written:
+every GEMM of the model (the projections, attention's two batched products, the
+head, and their gradients) goes through one clocked function. torch:
+``torch.profiler`` records a few extra, untimed steps, and the self time of
+``aten::mm / bmm / addmm`` is summed. The share is the median over steps of
+each step's matmul time divided by that step's time.
 
 Op census (minigrad, ``--census`` for the per-op tables): extra, untimed steps
 (``--census-steps``) under ``OpCensus``, which counts and clocks every op by
@@ -384,11 +392,68 @@ class TorchWorker:
         return {"matmul": matmul_us * 1e-6, "matmul_calls": calls, "profiled_events": ops, "step": step}
 
 
+class NumpyWorker:
+    """The hand-written NumPy GPT (``numpy_gpt.NumpyGPT``, no autograd) + its AdamW; same interface as the others.
+
+    The floor: what the same model's step costs in NumPy with no engine at all. Its
+    weights are copied from the ``build_minigrad`` model (same init, same names);
+    minigrad is imported for that only and never runs in the step. The matmul
+    clock wraps the function every GEMM of the model goes through.
+    """
+
+    def __init__(self, cfg: Config, gelu: str):
+        import numpy as np
+
+        from .numpy_gpt import NumpyGPT
+
+        model = build_minigrad(cfg, gelu)  # imports minigrad, which tunes malloc here too, as in its own worker
+        self.rss_after_import = _util.rss_mb()  # NumPy and minigrad loaded (the minigrad model is small)
+        self.np = np
+        self.model = NumpyGPT(model.state_dict(), cfg.n_head, gelu=gelu, lr=3e-4, weight_decay=0.01,
+                              matmul=self._timed_matmul)
+        del model
+        self.batches = token_batches(cfg)
+        self.i = 0
+        self.matmul_s, self.matmul_calls = 0.0, 0
+
+    def _timed_matmul(self, a, b, out=None):
+        start = clock()
+        result = self.np.matmul(a, b, out=out)
+        self.matmul_s += clock() - start
+        self.matmul_calls += 1
+        return result
+
+    def info(self) -> dict:
+        return {"label": "hand-written NumPy", "params": int(sum(p.size for p in self.model.params.values())),
+                "rss_after_import_mb": self.rss_after_import}
+
+    def step(self) -> dict:
+        x, y = self.batches[self.i % len(self.batches)]
+        self.i += 1
+        self.matmul_s, self.matmul_calls = 0.0, 0
+        t0 = clock()
+        logits, loss = self.model.forward(x, y)
+        t1 = clock()
+        self.model.backward()
+        t2 = clock()
+        self.model.step()
+        t3 = clock()
+        return {"step": t3 - t0, "forward": t1 - t0, "backward": t2 - t1, "optimizer": t3 - t2,
+                "matmul": self.matmul_s, "matmul_calls": self.matmul_calls, "loss": float(loss),
+                "dtypes": [str(logits.dtype), str(loss.dtype)]}
+
+    def census(self) -> dict:
+        """No ops to count, and the matmul clock runs on every timed step: just one more step."""
+        return self.step()
+
+
 def run_worker(args) -> None:
     """The worker process: build, warm up, then answer "step" and "census" until "quit"."""
     cfg = CONFIGS[args.config]
     if args.worker == "minigrad":
         worker = MinigradWorker(cfg, args.gelu)
+    elif args.worker == "handwritten":
+        worker = NumpyWorker(cfg, args.gelu)
     else:
         worker = TorchWorker(cfg, args.threads, args.gelu)
     first_loss = worker.step()["loss"]
@@ -404,7 +469,7 @@ def run_worker(args) -> None:
 
 
 def measure(cfg: Config, contenders: list[str], args) -> dict:
-    """Run every contender's worker in turn; ``contenders``: "minigrad", "torch", "minigrad+untuned"."""
+    """Run every contender's worker in turn; ``contenders``: "minigrad", "torch", "handwritten", "minigrad+untuned"."""
     options = ["--config", cfg.name, "--warmup", str(max(args.warmup, 1)), "--gelu", args.gelu]
     workers = []
     try:
@@ -447,8 +512,8 @@ def report(result: dict, show_census: bool) -> str:
         medians[name] = step["median"]
         fwd, bwd = _util.median(_column(steps, "forward")), _util.median(_column(steps, "backward"))
         # Matmul time and share, each step's matmul time over that same step's time (medians):
-        # minigrad clocks every timed step; torch's profiler runs on the census steps only.
-        measured = steps if name.startswith("minigrad") else census
+        # minigrad and the hand-written model clock every timed step; torch's profiler runs on the census steps only.
+        measured = census if name == "torch" else steps
         matmul_s = _util.median(_column(measured, "matmul"))
         matmul_share = _util.median([s["matmul"] / s["step"] for s in measured])
         matmul_calls = measured[0]["matmul_calls"]
@@ -467,7 +532,8 @@ def report(result: dict, show_census: bool) -> str:
     lines.append(_util.markdown_table(headers, rows))
     lines.append(_util.load_note(*result["load_average"]))
     for a, b in (("minigrad", "torch"), ("minigrad+untuned", "torch"), ("minigrad", "minigrad+untuned"),
-                 ("minigrad+baseline", "torch"), ("minigrad", "minigrad+baseline")):
+                 ("minigrad+baseline", "torch"), ("minigrad", "minigrad+baseline"), ("minigrad", "handwritten"),
+                 ("handwritten", "torch")):
         if a in medians and b in medians:
             sa, sb = result["steps"][a], result["steps"][b]
             paired = _util.median([x["step"] / y["step"] for x, y in zip(sa, sb)])
@@ -631,6 +697,9 @@ def parse_args(argv=None):
     p.add_argument("--baseline", metavar="DIR",
                    help="add a worker running the minigrad of another checkout (before/after a change), e.g. "
                         "`git worktree add /tmp/before HEAD~1` then --baseline /tmp/before")
+    p.add_argument("--handwritten", action="store_true",
+                   help="add a worker running a hand-written NumPy GPT step (benchmarks/numpy_gpt.py, no autograd): "
+                        "the floor minigrad is measured against")
     p.add_argument("--census", action="store_true", help="print the per-op table of a minigrad step")
     p.add_argument("--census-steps", type=int, default=5, help="untimed instrumented/profiled steps")
     p.add_argument("--json", metavar="PATH", help="also write the raw measurements as JSON")
@@ -639,7 +708,7 @@ def parse_args(argv=None):
     p.add_argument("--profile-steps", type=int, default=1)
     p.add_argument("--profile-top", type=int, default=25)
     p.add_argument("--profile-sort", default="tottime", choices=["tottime", "cumulative", "ncalls"])
-    p.add_argument("--worker", choices=["minigrad", "torch"], help=argparse.SUPPRESS)
+    p.add_argument("--worker", choices=["minigrad", "torch", "handwritten"], help=argparse.SUPPRESS)
     p.add_argument("--config", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.quick:
@@ -668,7 +737,7 @@ def main(argv=None) -> None:
         profile(args)
         return
     contenders = (["minigrad"] + (["minigrad+untuned"] if args.ab_malloc else [])
-                  + (["minigrad+baseline"] if args.baseline else []))
+                  + (["minigrad+baseline"] if args.baseline else []) + (["handwritten"] if args.handwritten else []))
     if args.no_torch:
         note = "torch: skipped (--no-torch)"
     elif _util.torch_available():

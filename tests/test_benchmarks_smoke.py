@@ -153,3 +153,94 @@ def test_markdown_table_and_interleave():
     times = _util.interleave({"A": lambda: order.append("A"), "B": lambda: order.append("B")}, rounds=3, warmup=1)
     assert order == ["A", "B"] * 4  # in turn, warmup included
     assert len(times["A"]) == len(times["B"]) == 3
+
+
+# --------------------------------------------------------------------------------------
+# The hand-written NumPy GPT (benchmarks/numpy_gpt.py): the floor minigrad is measured against
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gelu", ["tanh", "none"])
+def test_handwritten_numpy_gpt_is_the_same_model(gelu):
+    """Given minigrad's weights, the hand-written step gives minigrad's loss, every gradient and AdamW's update.
+
+    In float64, so the two agree to rounding; two steps, so the bias corrections
+    of step 2 are checked and every gradient buffer is seen to be overwritten.
+    """
+    import numpy as np
+
+    from benchmarks.numpy_gpt import NumpyGPT
+    from benchmarks.train_step import CONFIGS, build_minigrad, token_batches
+    from minigrad.optim import AdamW
+
+    cfg = CONFIGS["XS"]
+    model = build_minigrad(cfg, gelu)
+    params = dict(model.named_parameters())
+    for p in params.values():
+        p.data = p.data.astype(np.float64)
+    ours = NumpyGPT(model.state_dict(), cfg.n_head, gelu=gelu, dtype=np.float64)
+    assert sorted(ours.params) == sorted(params)  # the same names (lm_head.weight is tok_emb.weight, tied)
+    optimizer = AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
+    for x, y in token_batches(cfg, n=2):
+        logits, loss = model(x, y)
+        loss.backward()
+        our_logits, our_loss = ours.forward(x, y)
+        ours.backward()
+        np.testing.assert_allclose(our_logits, logits.data, rtol=1e-10, atol=1e-12)
+        assert abs(float(our_loss) - loss.item()) < 1e-12
+        for name, p in params.items():
+            # atol: k_proj.bias's gradient is exactly 0 in exact arithmetic (softmax ignores a shift
+            # shared by a whole row of scores), so both are rounding noise, ~1e-17.
+            np.testing.assert_allclose(ours.grads[name], p.grad.data, rtol=1e-9, atol=1e-13, err_msg=name)
+        optimizer.step()
+        optimizer.zero_grad()
+        ours.step()
+        for name, p in params.items():
+            np.testing.assert_allclose(ours.params[name], p.data, rtol=1e-12, atol=1e-14, err_msg=name)
+
+
+def test_handwritten_numpy_gpt_stays_float32():
+    """float32 in, float32 everywhere: no Python-float or NumPy-float64 scalar upcasts an array."""
+    import numpy as np
+
+    from benchmarks.numpy_gpt import NumpyGPT
+    from benchmarks.train_step import CONFIGS, build_minigrad, token_batches
+
+    cfg = CONFIGS["XS"]
+    model = build_minigrad(cfg, "tanh")
+    ours = NumpyGPT(model.state_dict(), cfg.n_head)
+    (x, y), = token_batches(cfg, n=1)
+    logits, loss = model(x, y)
+    loss.backward()
+    our_logits, our_loss = ours.forward(x, y)
+    assert our_logits.dtype == np.float32 and our_loss.dtype == np.float32
+    assert abs(float(our_loss) - loss.item()) < 1e-5
+    ours.backward()
+    ours.step()
+    for kind, flat in ours.flat.items():
+        assert flat.dtype == np.float32, kind
+    for name, p in model.named_parameters():
+        np.testing.assert_allclose(ours.grads[name], p.grad.data, rtol=1e-3, atol=1e-6, err_msg=name)
+
+
+def test_train_step_handwritten():
+    out = run("benchmarks.train_step", "--quick", "--no-torch", "--handwritten")
+    minigrad, ours = table_row(out, "models.GPT"), table_row(out, "hand-written NumPy")
+    assert number(ours[1]) == number(minigrad[1])  # the same parameters
+    assert abs(number(ours[2]) - number(minigrad[2])) < 0.002  # the same weights and batch: the same loss at init
+    assert "dtypes" not in ours[0]  # logits and loss float32
+    assert number(ours[11]) > 0  # matmuls/step: the clock saw the GEMMs
+    step_median, step_min = number(ours[3]), number(ours[4])
+    assert step_min <= step_median
+    assert re.search(r"minigrad / handwritten: [\d.]+x by median step", out)
+    assert find_row(out, "torch") is None
+    assert out.count("step anatomy") == 1  # the op census is minigrad's alone
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch not installed (pip install torch==2.13.0)")
+def test_train_step_handwritten_against_torch():
+    out = run("benchmarks.train_step", "--quick", "--handwritten")
+    table_row(out, "hand-written NumPy")
+    table_row(out, "torch")
+    assert re.search(r"handwritten / torch: [\d.]+x by median step", out)
+    assert "minigrad / handwritten:" in out and "minigrad / torch:" in out
