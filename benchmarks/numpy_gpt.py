@@ -52,15 +52,8 @@ import math
 
 import numpy as np
 
-
-def _erf(x: np.ndarray) -> np.ndarray:
-    """erf, elementwise. NumPy has none: SciPy's when installed, else ``math.erf`` per element (as minigrad)."""
-    try:
-        from scipy.special import erf
-    except ImportError:
-        return np.vectorize(math.erf, otypes=[x.dtype])(x)
-    return erf(x).astype(x.dtype, copy=False)
-
+# erf on an ndarray (SciPy's when installed, else math.erf per element): a NumPy helper, not an op
+from minigrad.ops import _erf_array as _erf
 
 _C = math.sqrt(2 / math.pi)  # GELU's tanh form: tanh(_C (x + 0.044715 x^3))
 

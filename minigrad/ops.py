@@ -188,6 +188,11 @@ def _row_sum(x: np.ndarray, keepdims: bool = False) -> np.ndarray:
     return x.sum(axis=-1, keepdims=keepdims)
 
 
+def _row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """sum(a * b) over the last axis, kept as (..., 1): one multiply-and-add pass, no (..., n) temporary."""
+    return np.einsum("...i,...i->...", a, b)[..., None]
+
+
 def _const(mask: np.ndarray, like) -> Any:
     """Wrap a constant array (a 0/1 mask, say) so it multiplies in ``like``'s dtype."""
     from .tensor import Tensor
@@ -520,7 +525,7 @@ class mean:
     samples = _REDUCE
 
     def forward(x, *, axis=None, keepdims=False):
-        if x.ndim >= 2 and _axes(axis, x.ndim) == (x.ndim - 1,) and x.dtype in (np.float32, np.float64):
+        if _blas_summable(x) and _axes(axis, x.ndim) == (x.ndim - 1,):
             total = _row_sum(x, keepdims)
             total *= np.asarray(1.0 / x.shape[-1], dtype=x.dtype)
             return total
@@ -640,7 +645,7 @@ class softmax_grad:
 
     def forward(out, g, *, axis=-1):
         if out.ndim >= 2 and _axes(axis, out.ndim) == (out.ndim - 1,) and out.shape == g.shape:
-            dot = np.einsum("...i,...i->...", g, out)[..., None]  # (..., 1): sum(g * out) per row
+            dot = _row_dot(g, out)  # (..., 1)
         else:
             dot = (g * out).sum(axis=axis, keepdims=True)
         grad = np.subtract(g, dot, dtype=np.result_type(g, out))
@@ -1000,10 +1005,8 @@ class gelu_grad:
     samples = [sample((3, 4), (3, 4)), sample((3, 4), (3, 4), approximate="tanh"), sample((3, 4), (4,))]
 
     def forward(x, g, *, approximate="none"):
-        if approximate == "tanh" and g.shape == x.shape:
-            return _blockwise(_gelu_tanh_grad_kernel, x, g)
         if approximate == "tanh":
-            return _blockwise(_gelu_tanh_grad_kernel, x, np.broadcast_to(g, x.shape))
+            return _blockwise(_gelu_tanh_grad_kernel, x, np.broadcast_to(g, x.shape))  # a view if g is x-shaped
         cdf = 0.5 * (1.0 + _erf_array(x * np.asarray(1 / math.sqrt(2.0), dtype=x.dtype)))
         return g * (cdf + x * np.exp(-0.5 * x * x) * _INV_SQRT_2PI)
 
@@ -1058,7 +1061,7 @@ def _standardise(x: np.ndarray, eps: float):
     """(xhat, rstd): x centred and scaled to unit variance over the last axis, and 1/sqrt(var + eps) (..., 1)."""
     n = x.shape[-1]
     xhat = x - _row_sum(x, keepdims=True) * np.asarray(1.0 / n, dtype=x.dtype)  # (..., n), a fresh array
-    var = np.einsum("...i,...i->...", xhat, xhat)[..., None] * np.asarray(1.0 / n, dtype=x.dtype)  # (..., 1)
+    var = _row_dot(xhat, xhat) * np.asarray(1.0 / n, dtype=x.dtype)  # (..., 1)
     rstd = 1.0 / np.sqrt(var + np.asarray(eps, dtype=x.dtype))
     xhat *= rstd
     return xhat, rstd
@@ -1112,7 +1115,7 @@ class layer_norm_grad:
         xhat, rstd = _standardise(x, eps)
         v = g * weight[0] if weight else g.copy()  # (..., n), overwritten below
         mean_v = _row_sum(v, keepdims=True)  # (..., 1), scaled by 1/n below
-        mean_v_xhat = np.einsum("...i,...i->...", v, xhat)[..., None]  # (..., 1)
+        mean_v_xhat = _row_dot(v, xhat)  # (..., 1), scaled by 1/n below
         inv_n = np.asarray(1.0 / n, dtype=x.dtype)
         v -= mean_v * inv_n
         xhat *= mean_v_xhat * inv_n
@@ -1151,7 +1154,7 @@ class rms_norm:
     samples = [sample((3, 5), (5,), eps=1e-6), sample((2, 3, 4), (4,), eps=0.1)]
 
     def forward(x, weight, *, eps=1e-6):
-        mean_square = np.einsum("...i,...i->...", x, x)[..., None] * np.asarray(1.0 / x.shape[-1], dtype=x.dtype)
+        mean_square = _row_dot(x, x) * np.asarray(1.0 / x.shape[-1], dtype=x.dtype)  # (..., 1)
         out = x * (1.0 / np.sqrt(mean_square + np.asarray(eps, dtype=x.dtype)))  # (..., n)
         out *= weight
         return out
