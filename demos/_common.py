@@ -1,4 +1,4 @@
-"""Helpers shared by the demos: the output folder, finite differences, and saving pictures.
+"""Helpers shared by the demos: the command line, finite differences, and saving pictures.
 
 Kept apart so each demo reads as the text it retells, without this plumbing.
 """
@@ -21,6 +21,16 @@ def parse_args(argv, demo: str, description: str, pictures: bool = True) -> argp
         parser.add_argument("--out", type=Path, default=Path("out") / demo,
                             help="folder for the pictures (default: %(default)s)")
     return parser.parse_args(argv)
+
+
+def check_model_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace, names, minimum=None) -> None:
+    """``parser.error`` unless each ``args.<name>`` is at least 1 (or ``minimum[name]``) and n_head divides d_model."""
+    for name in names:
+        least = (minimum or {}).get(name, 1)
+        if getattr(args, name) < least:
+            parser.error(f"--{name.replace('_', '-')} must be at least {least}")
+    if args.d_model % args.n_head:
+        parser.error(f"--d-model {args.d_model} must be divisible by --n-head {args.n_head}")
 
 
 # --------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 import minigrad as mg
-from demos._common import pyplot, save_figure
+from demos._common import check_model_sizes, pyplot, save_figure
 from minigrad import nn, optim
 from minigrad.nn import functional as F
 
@@ -136,11 +136,8 @@ def parse_args(argv) -> argparse.Namespace:
     add("--out", type=Path, default=Path("out") / "induction_heads", help="folder for the picture (%(default)s)")
     add("--quiet", action="store_true", help="print only the summary")
     args = parser.parse_args(argv)
-    for name in ("steps", "batch_size", "half", "vocab_size", "d_model", "n_head", "eval_every"):
-        if getattr(args, name) < 1 or (name == "half" and args.half < 3):
-            parser.error(f"--{name.replace('_', '-')} must be at least {3 if name == 'half' else 1}")
-    if args.d_model % args.n_head:
-        parser.error(f"--d-model {args.d_model} must be divisible by --n-head {args.n_head}")
+    check_model_sizes(parser, args, ("steps", "batch_size", "half", "vocab_size", "d_model", "n_head", "eval_every"),
+                      minimum={"half": 3})
     return args
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 import minigrad as mg
-from demos._common import pyplot, save_figure
+from demos._common import check_model_sizes, pyplot, save_figure
 from minigrad import optim
 from models.seq2seq import Seq2Seq, Seq2SeqConfig
 
@@ -104,13 +104,10 @@ def parse_args(argv) -> argparse.Namespace:
     add("--out", type=Path, default=Path("out") / "seq2seq", help="folder for the picture (%(default)s)")
     add("--quiet", action="store_true", help="print only the summary")
     args = parser.parse_args(argv)
-    for name in ("steps", "batch_size", "min_len", "d_model", "n_layer", "n_head", "test_size", "eval_every"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    check_model_sizes(parser, args, ("steps", "batch_size", "min_len", "d_model", "n_layer", "n_head", "test_size",
+                                     "eval_every"))
     if args.max_len < args.min_len:
         parser.error(f"--max-len {args.max_len} is shorter than --min-len {args.min_len}")
-    if args.d_model % args.n_head:
-        parser.error(f"--d-model {args.d_model} must be divisible by --n-head {args.n_head}")
     return args
 
 
