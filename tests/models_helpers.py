@@ -1,4 +1,4 @@
-"""Token batches shared by the language-model tests (GPT, RNN)."""
+"""Token batches and a fitting loop shared by the model tests."""
 
 import numpy as np
 
@@ -21,3 +21,13 @@ def memorable_batch(rows=4, length=9, seed=1, vocab=VOCAB):
     batch[:, 0] = rng.permutation(vocab)[:rows]
     batch[:, 1] = (batch[:, 0] + rng.integers(1, vocab, rows)) % vocab
     return batch
+
+
+def fit(model, optimizer, *batch, steps: int) -> float:
+    """``steps`` optimizer steps on one batch (``model(*batch)`` returns ``(output, loss)``); the last loss."""
+    for _ in range(steps):
+        _, loss = model(*batch)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return loss.item()

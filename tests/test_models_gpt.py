@@ -4,7 +4,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from models_helpers import VOCAB, memorable_batch, tokens
+from models_helpers import VOCAB, fit, memorable_batch, tokens
 from nn_helpers import gradcheck_module
 
 import minigrad as mg
@@ -135,12 +135,7 @@ def test_overfits_one_batch(variant):
     batch = memorable_batch()
     x, y = batch[:, :-1], batch[:, 1:]
     opt = optim.AdamW(m.parameters(), lr=1e-2, weight_decay=0.0)
-    for _ in range(80):
-        _, loss = m(x, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    assert loss.item() < 0.05  # from log(11) = 2.4: the batch is memorised
+    assert fit(m, opt, x, y, steps=80) < 0.05  # from log(11) = 2.4: the batch is memorised
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

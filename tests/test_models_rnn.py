@@ -4,7 +4,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from models_helpers import VOCAB, memorable_batch, tokens
+from models_helpers import VOCAB, fit, memorable_batch, tokens
 from nn_helpers import gradcheck_module
 
 import minigrad as mg
@@ -50,12 +50,7 @@ def test_overfits_one_batch(cell):
     m = model(cell, hidden_size=32)
     batch = memorable_batch()
     opt = optim.Adam(m.parameters(), lr=2e-2)
-    for _ in range(60):
-        _, loss = m(batch[:, :-1], batch[:, 1:])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    assert loss.item() < 0.05  # from about log(11) = 2.4
+    assert fit(m, opt, batch[:, :-1], batch[:, 1:], steps=60) < 0.05  # from about log(11) = 2.4
 
 
 @pytest.mark.parametrize("cell", CELLS)

@@ -4,6 +4,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from models_helpers import fit
 from nn_helpers import gradcheck_module
 
 import minigrad as mg
@@ -46,12 +47,7 @@ def test_learns_to_reverse_a_batch_and_decodes_it_greedily(norm_first):
     m = model(norm_first=norm_first)
     src, tgt_in, tgt_out = reversal_batch()
     opt = optim.AdamW(m.parameters(), lr=3e-3, weight_decay=0.0)
-    for _ in range(100):
-        _, loss = m(src, tgt_in, tgt_out)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    assert loss.item() < 0.05  # from about log(13) = 2.6
+    assert fit(m, opt, src, tgt_in, tgt_out, steps=100) < 0.05  # from about log(13) = 2.6
     decoded = m.greedy_decode(src, 8)
     np.testing.assert_array_equal(decoded, tgt_out)  # all rows ended with EOS, so decoding stopped there
     np.testing.assert_array_equal(m.greedy_decode(src, 8, use_cache=False), decoded)
