@@ -86,9 +86,7 @@ class MaskedLM(nn.Module):
         super().__init__()
         if not isinstance(config, EncoderConfig):
             raise TypeError(f"MaskedLM: config must be an EncoderConfig, got {type(config).__name__}")
-        if seed is not None and rng is not None:
-            raise ValueError("MaskedLM: pass seed or rng, not both")
-        rng = np.random.default_rng(seed) if seed is not None else init.resolve_rng(rng)
+        rng = init.resolve_rng(rng, seed, who="MaskedLM")
         self.config = c = config
 
         def make_norm():

@@ -130,9 +130,7 @@ class GPT(nn.Module):
         if not isinstance(config, GPTConfig):
             raise TypeError(f"GPT: config must be a GPTConfig, got {type(config).__name__} "
                             f"(from a dict: GPT(GPTConfig(**d)))")
-        if seed is not None and rng is not None:
-            raise ValueError("GPT: pass seed or rng, not both")
-        rng = np.random.default_rng(seed) if seed is not None else init.resolve_rng(rng)
+        rng = init.resolve_rng(rng, seed, who="GPT")
         self.config = c = config
 
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model, rng=rng)

@@ -70,9 +70,7 @@ class RNNLM(nn.Module):
         super().__init__()
         if not isinstance(config, RNNConfig):
             raise TypeError(f"RNNLM: config must be an RNNConfig, got {type(config).__name__}")
-        if seed is not None and rng is not None:
-            raise ValueError("RNNLM: pass seed or rng, not both")
-        rng = np.random.default_rng(seed) if seed is not None else init.resolve_rng(rng)
+        rng = init.resolve_rng(rng, seed, who="RNNLM")
         self.config = c = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model, rng=rng)
         self.drop = nn.Dropout(c.dropout, rng=rng)

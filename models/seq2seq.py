@@ -98,9 +98,7 @@ class Seq2Seq(nn.Module):
         super().__init__()
         if not isinstance(config, Seq2SeqConfig):
             raise TypeError(f"Seq2Seq: config must be a Seq2SeqConfig, got {type(config).__name__}")
-        if seed is not None and rng is not None:
-            raise ValueError("Seq2Seq: pass seed or rng, not both")
-        rng = np.random.default_rng(seed) if seed is not None else init.resolve_rng(rng)
+        rng = init.resolve_rng(rng, seed, who="Seq2Seq")
         self.config = c = config
 
         def block(decoder: bool):

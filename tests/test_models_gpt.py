@@ -265,3 +265,11 @@ def test_checkpoint_round_trip_rebuilds_the_model_from_its_config(tmp_path, vari
     np.testing.assert_array_equal(fresh(x)[0].data, m(x)[0].data)
     assert (fresh.lm_head.weight is fresh.tok_emb.weight) == m.config.tie_weights
     assert saved.step == 5
+
+
+def test_seed_and_rng_are_one_or_the_other():
+    with pytest.raises(ValueError, match="GPT: pass seed or rng, not both"):
+        GPT(config(), seed=0, rng=np.random.default_rng(0))
+    a, b = GPT(config(), seed=3), GPT(config(), rng=np.random.default_rng(3))
+    for (name, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
+        np.testing.assert_array_equal(p.data, q.data, err_msg=name)  # seed=3 is rng=default_rng(3)

@@ -31,8 +31,15 @@ def default_rng() -> np.random.Generator:
     return _default_rng
 
 
-def resolve_rng(rng: np.random.Generator | None) -> np.random.Generator:
-    """``rng`` itself, or the default generator when it is None."""
+def resolve_rng(rng: np.random.Generator | None, seed: int | None = None, who: str = "init") -> np.random.Generator:
+    """``rng`` itself, a new generator seeded with ``seed``, or the default generator when both are None.
+
+    ``who`` names the caller in the error for passing both (models take ``seed=`` or ``rng=``).
+    """
+    if seed is not None and rng is not None:
+        raise ValueError(f"{who}: pass seed or rng, not both")
+    if seed is not None:
+        return np.random.default_rng(seed)
     return _default_rng if rng is None else rng
 
 
