@@ -944,7 +944,7 @@ def _blockwise(kernel: Callable, x: np.ndarray, *more: np.ndarray) -> np.ndarray
 
 def _gelu_tanh_inner(out: np.ndarray, x: np.ndarray) -> np.ndarray:
     """out = tanh(sqrt(2/pi) * (x + 0.044715 x**3)), written as in-place passes over ``out``."""
-    np.multiply(x, x, out=out)
+    np.square(x, out=out)  # (np.square is one read of x; np.multiply(x, x) reads it twice)
     out *= _SQRT_2_OVER_PI * _GELU_CUBIC
     out += _SQRT_2_OVER_PI
     out *= x
@@ -962,7 +962,7 @@ def _gelu_tanh_kernel(out: np.ndarray, x: np.ndarray) -> None:
 def _gelu_tanh_grad_kernel(out: np.ndarray, x: np.ndarray, g: np.ndarray) -> None:
     """out = g * 0.5 * (1 + t + x * (1 - t**2) * du), t = tanh(u), du = d(u)/dx, in place."""
     t = _gelu_tanh_inner(np.empty_like(x), x)
-    du = np.multiply(x, x)
+    du = np.square(x)
     du *= 3 * _SQRT_2_OVER_PI * _GELU_CUBIC
     du += _SQRT_2_OVER_PI
     np.multiply(t, t, out=out)
@@ -973,6 +973,51 @@ def _gelu_tanh_grad_kernel(out: np.ndarray, x: np.ndarray, g: np.ndarray) -> Non
     out += 1.0
     out *= 0.5
     out *= g
+
+
+# Below this |x| the gate y / x is not read off GELU's output: it would be 0/0 at x = 0, and
+# y = x * gate loses digits once it is subnormal. The gate there is 1/2 to all digits anyway.
+_GATE_TINY = 1e-20
+
+
+def _gelu_gate(out: np.ndarray, x: np.ndarray, y: np.ndarray, abs_x: np.ndarray) -> np.ndarray:
+    """out = y / x with y = gelu(x) = x * gate(x): the gate, Phi(x) or 0.5 (1 + tanh(...)), in place."""
+    with np.errstate(divide="ignore", invalid="ignore"):  # 0/0 at x = 0: overwritten just below
+        np.divide(y, x, out=out)
+    if abs_x.min() < _GATE_TINY:
+        np.copyto(out, 0.5, where=abs_x < _GATE_TINY)
+    return out
+
+
+def _gelu_tanh_grad_from_output_kernel(out: np.ndarray, x: np.ndarray, y: np.ndarray, g: np.ndarray) -> None:
+    """out = g * gelu'(x) from y = gelu(x), with no tanh: gelu' = r (1 + 2 x du (1 - r)), r = y / x.
+
+    (With r = (1 + t) / 2 the gate, 1 - t**2 = 4 r (1 - r), and gelu' = r + x r' = r + 2 x r (1 - r) du.)
+    """
+    two_x_du = np.abs(x)
+    r = _gelu_gate(out, x, y, two_x_du)
+    two_x_du *= two_x_du  # x**2
+    two_x_du *= 6 * _SQRT_2_OVER_PI * _GELU_CUBIC
+    two_x_du += 2 * _SQRT_2_OVER_PI
+    two_x_du *= x
+    factor = np.subtract(1.0, r)
+    factor *= two_x_du
+    factor += 1.0
+    out *= factor
+    out *= g
+
+
+def _gelu_erf_grad_from_output_kernel(out: np.ndarray, x: np.ndarray, y: np.ndarray, g: np.ndarray) -> None:
+    """out = g * gelu'(x) from y = gelu(x), with no erf: gelu' = Phi(x) + x phi(x), Phi(x) = y / x."""
+    density = np.abs(x)
+    cdf = _gelu_gate(out, x, y, density)
+    density *= density
+    density *= -0.5
+    np.exp(density, out=density)
+    density *= x
+    density *= _INV_SQRT_2PI  # x phi(x)
+    cdf += density
+    cdf *= g
 
 
 @op()
@@ -992,7 +1037,8 @@ class gelu:
         return 0.5 * x * (1.0 + _erf_array(x * np.asarray(1 / math.sqrt(2.0), dtype=x.dtype)))
 
     def vjp(g, out, x, *, approximate="none"):
-        return (x.gelu_grad(g, approximate=approximate),)
+        # Given gelu's output, gelu_grad reads the gate off it rather than recompute tanh or erf.
+        return (x.gelu_grad(g, out, approximate=approximate),)
 
 
 @op(method="gelu_grad")
@@ -1000,17 +1046,27 @@ class gelu_grad:
     """g * d gelu(x) / dx: gelu's backward as one primitive, so it is one fused pass.
 
     ``x.gelu_grad(g)``: g is the gradient arriving at gelu's output (pass ones
-    for the derivative itself).
+    for the derivative itself). ``x.gelu_grad(g, y)`` with ``y = gelu(x)``, as
+    gelu's own VJP calls it, is the same value computed without tanh or erf:
+    GELU is x times a gate (Phi(x), or its tanh approximation), so the gate is
+    y / x, and the derivative x * gate' + gate follows from it in a few
+    multiplications. y carries no gradient of its own: the value depends on x alone.
     """
     samples = [sample((3, 4), (3, 4)), sample((3, 4), (3, 4), approximate="tanh"), sample((3, 4), (4,))]
 
-    def forward(x, g, *, approximate="none"):
+    def forward(x, g, *output, approximate="none"):
+        g = np.broadcast_to(g, x.shape)  # a view; _blockwise copies it only if it is not x-shaped already
+        if output:
+            if output[0].shape != x.shape:
+                raise ValueError(f"y = gelu(x) must have x's shape {x.shape}, got {output[0].shape}")
+            kernel = _gelu_tanh_grad_from_output_kernel if approximate == "tanh" else _gelu_erf_grad_from_output_kernel
+            return _blockwise(kernel, x, output[0], g)
         if approximate == "tanh":
-            return _blockwise(_gelu_tanh_grad_kernel, x, np.broadcast_to(g, x.shape))  # a view if g is x-shaped
+            return _blockwise(_gelu_tanh_grad_kernel, x, g)
         cdf = 0.5 * (1.0 + _erf_array(x * np.asarray(1 / math.sqrt(2.0), dtype=x.dtype)))
         return g * (cdf + x * np.exp(-0.5 * x * x) * _INV_SQRT_2PI)
 
-    def vjp(u, out, x, g, *, approximate="none"):
+    def vjp(u, out, x, g, *output, approximate="none"):
         # d/dg is gelu' again (this op with u for g); d/dx needs the second derivative, written
         # out here (only for create_graph, so plain Tensor ops are fast enough).
         if approximate == "tanh":
@@ -1020,7 +1076,7 @@ class gelu_grad:
             second = (1.0 - t * t) * (du + 0.5 * x * (d2u - 2.0 * t * du * du))
         else:
             second = (-0.5 * x * x).exp() * _INV_SQRT_2PI * (2.0 - x * x)
-        return u * g * second, x.gelu_grad(u, approximate=approximate)
+        return (u * g * second, x.gelu_grad(u, *output, approximate=approximate)) + (None,) * len(output)
 
 
 @op()
