@@ -171,6 +171,7 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
             if not retain_graph:
                 t._inputs = None  # free the saved tensors: their arrays can go now
                 t._params = None
+                t._saved = None
     return found
 
 

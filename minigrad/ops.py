@@ -34,6 +34,12 @@ Conventions
   under ``no_grad`` and record nothing.
 * A VJP may return a gradient in the *broadcast* shape of the output: the engine
   sums it back to the input's shape, once, in one place (``autograd.py``).
+* A forward may return ``(output, saved)``: ``saved`` is what its VJP would
+  otherwise recompute (layer norm's xhat and 1/std). The engine keeps it on the
+  output, ``out._saved``, while the op is in a recorded graph, and drops it with
+  the graph. It is a cache of functions of the inputs, so the VJP hands it only
+  to ops that take it as a shortcut (``stats=`` of ``layer_norm``): those are
+  still recorded as functions of their inputs, and ``create_graph`` still works.
 """
 
 from __future__ import annotations
@@ -1129,27 +1135,31 @@ class layer_norm:
 
     Composite: ``xc = x - x.mean(-1, keepdims=True)``;
     ``xc / (xc.var(-1, keepdims=True) + eps).sqrt() * weight + bias``.
+    ``stats``: the (xhat, 1/std) a forward on this same x computed, to reuse
+    (the VJP passes them; they are not a way to normalise with other statistics).
     """
     samples = [sample((3, 5), (5,), (5,), eps=1e-5), sample((2, 3, 4), (4,), (4,), eps=0.1),
                sample((2, 3, 4), eps=0.1)]
 
-    def forward(x, *affine, eps=1e-5):
+    def forward(x, *affine, eps=1e-5, stats=None):
         if len(affine) not in (0, 2):
             raise TypeError(f"weight and bias go together: give both or neither, got {len(affine)} of them")
-        out, _ = _standardise(x, eps)
-        if affine:
-            weight, bias = affine
-            out *= weight
-            out += bias
-        return out
-
-    def vjp(g, out, x, *affine, eps=1e-5):
+        xhat, rstd = _standardise(x, eps) if stats is None else stats
         if not affine:
-            return (layer_norm_grad(g, x, eps=eps),)
+            return xhat, (xhat, rstd)
+        weight, bias = affine
+        out = xhat * weight  # a new array: xhat is kept for the backward
+        out += bias
+        return out, (xhat, rstd)
+
+    def vjp(g, out, x, *affine, eps=1e-5, stats=None):
+        stats = out._saved  # (xhat, rstd) from the forward: the backward need not standardise x twice more
+        if not affine:
+            return (layer_norm_grad(g, x, eps=eps, stats=stats),)
         weight, _ = affine
-        xhat = layer_norm(x, eps=eps)  # recomputed (the output is xhat * weight + bias): one fused pass
+        xhat = layer_norm(x, eps=eps, stats=stats)  # the forward's xhat (the output is xhat * weight + bias)
         # The engine sums weight's and bias's gradients over the batch.
-        return layer_norm_grad(g, x, weight, eps=eps), g * xhat, g
+        return layer_norm_grad(g, x, weight, eps=eps, stats=stats), g * xhat, g
 
 
 @op()
@@ -1162,24 +1172,24 @@ class layer_norm_grad:
     directions a shift and a rescale of x do not change. This is J v with J
     the (symmetric) Jacobian of xhat; written as one primitive because as
     composite it is 16 ops and as many passes, on every layer norm of a model.
+    ``stats``: (xhat, rstd) of this x when the caller has them (layer_norm's VJP does).
     """
     samples = [sample((3, 5), (3, 5), (5,), eps=1e-5), sample((2, 3, 4), (2, 3, 4), (4,), eps=0.1),
                sample((2, 3, 4), (2, 3, 4), eps=0.1)]
 
-    def forward(g, x, *weight, eps=1e-5):
+    def forward(g, x, *weight, eps=1e-5, stats=None):
         n = x.shape[-1]
-        xhat, rstd = _standardise(x, eps)
+        xhat, rstd = _standardise(x, eps) if stats is None else stats  # read only: stats are shared
         v = g * weight[0] if weight else g.copy()  # (..., n), overwritten below
         mean_v = _row_sum(v, keepdims=True)  # (..., 1), scaled by 1/n below
         mean_v_xhat = _row_dot(v, xhat)  # (..., 1), scaled by 1/n below
         inv_n = np.asarray(1.0 / n, dtype=x.dtype)
         v -= mean_v * inv_n
-        xhat *= mean_v_xhat * inv_n
-        v -= xhat
+        v -= xhat * (mean_v_xhat * inv_n)
         v *= rstd
         return v
 
-    def vjp(u, out, g, x, *weight, eps=1e-5):
+    def vjp(u, out, g, x, *weight, eps=1e-5, stats=None):
         # Only needed for create_graph (second derivatives of layer norm). With
         # S = sum(u * out) per row, and J symmetric: dS/dv = J u, so dS/dg = J u * weight and
         # dS/dweight = g * J u; dS/dx comes from rstd, mean(v * xhat) and xhat each depending on x.

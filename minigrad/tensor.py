@@ -118,7 +118,7 @@ def _to_array(data, dtype) -> np.ndarray:
 class Tensor:
     """An n-dimensional array that records the ops applied to it, for reverse-mode autodiff."""
 
-    __slots__ = ("data", "grad", "requires_grad", "name", "_op", "_inputs", "_params", "_scope",
+    __slots__ = ("data", "grad", "requires_grad", "name", "_op", "_inputs", "_params", "_saved", "_scope",
                  "_hooks", "_retains_grad", "_trace", "__weakref__")
     __array_ufunc__ = None  # `ndarray + Tensor` defers to Tensor.__radd__ instead of looping in NumPy
 
@@ -129,6 +129,7 @@ class Tensor:
         self._op: Op | None = None
         self._inputs: tuple | None = ()
         self._params: dict | None = None
+        self._saved = None  # what the op's forward kept for its VJP (see ops.py), while the graph lives
         self._scope: tuple = ()
         self._hooks: list | None = None
         self._retains_grad = False
@@ -148,6 +149,7 @@ class Tensor:
         t._op = None
         t._inputs = ()
         t._params = None
+        t._saved = None
         t._scope = ()
         t._hooks = None
         t._retains_grad = False
@@ -437,7 +439,10 @@ def _as_inputs(inputs) -> tuple:
 
 def _describe(tensors, params) -> str:
     parts = [f"{tuple(t.shape)} {t.dtype}" for t in tensors]
-    shown = {k: v for k, v in (params or {}).items() if not isinstance(v, np.ndarray)}
+    def is_array(v):  # arrays (a mask, layer norm's stats) would flood the message
+        return isinstance(v, np.ndarray) or (isinstance(v, tuple) and any(isinstance(a, np.ndarray) for a in v))
+
+    shown = {k: v for k, v in (params or {}).items() if not is_array(v)}
     return "inputs " + ", ".join(parts) + (f"; params {shown}" if shown else "")
 
 
@@ -461,6 +466,9 @@ def apply(op: Op, *inputs, **params) -> Tensor:
         out = op.forward(*[t.data for t in tensors], **params)
     except (ValueError, IndexError, TypeError) as err:
         raise OpError(f"{op.name}: {err} ({_describe(tensors, params)})") from None
+    saved = None
+    if type(out) is tuple:  # (output, saved): the forward kept something for its VJP
+        out, saved = out
     if type(out) is not np.ndarray:
         out = np.asarray(out)
     # Integer and bool results (astype(int)) are not differentiable, so never require grad.
@@ -475,6 +483,7 @@ def apply(op: Op, *inputs, **params) -> Tensor:
         result._op = op
         result._inputs = tensors
         result._params = params
+        result._saved = saved
         result._scope = _state.scope
     if _state.anomaly:
         from .autograd import check_forward

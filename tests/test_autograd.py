@@ -264,6 +264,24 @@ def test_retain_graph_allows_a_second_backward():
     np.testing.assert_allclose(x.grad.data, 4 * x.data)
 
 
+def test_what_a_forward_saves_lives_as_long_as_its_graph():
+    # layer_norm keeps (xhat, rstd) for its VJP: only when recorded, reused by a retained second
+    # backward unchanged, and dropped once a backward has used it.
+    x, w, b = leaf(np.random.default_rng(0).standard_normal((4, 6))), leaf(np.ones(6)), leaf(np.zeros(6))
+    with mg.no_grad():
+        assert mg.ops.layer_norm(x, w, b)._saved is None
+    out = mg.ops.layer_norm(x, w, b)
+    xhat, rstd = out._saved
+    loss = (out * out).sum()
+    loss.backward(retain_graph=True)
+    first = x.grad.data.copy()
+    assert out._saved[0] is xhat and np.array_equal(xhat, out.data)  # weight 1, bias 0: the output is xhat
+    x.grad = None
+    loss.backward()
+    np.testing.assert_array_equal(x.grad.data, first)
+    assert out._saved is None and out._inputs is None
+
+
 def test_backward_on_a_non_scalar_needs_a_gradient():
     y = leaf(np.ones((2, 3))) * 2.0
     with pytest.raises(RuntimeError, match=r"non-scalar.*\(2, 3\)"):
