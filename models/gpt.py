@@ -56,7 +56,7 @@ class GPTConfig:
     norm: str = "layernorm"  # or "rmsnorm"
     position: str = "learned"  # or "sinusoidal", "rope"
     mlp: str = "gelu"  # or "swiglu"
-    gelu_approximate: str = "tanh"  # GPT-2's tanh formula (fast); "none": exact erf (slow in NumPy)
+    gelu_approximate: str = "tanh"  # GPT-2's tanh formula (fast); "none": exact erf (about 10x slower in NumPy)
     dropout: float = 0.0
     bias: bool = True  # biases in every Linear and LayerNorm
     tie_weights: bool = True  # the output layer reuses the token embedding matrix

@@ -134,6 +134,23 @@ def test_gelu_grad_checks_the_output_it_is_given():
         mg.tensor(np.ones((3, 4))).gelu_grad(mg.tensor(np.ones((3, 4))), mg.tensor(np.ones(4)))
 
 
+def test_erf_without_scipy_matches_math_erf_to_the_last_digits():
+    # NumPy has no erf; without SciPy minigrad evaluates two Chebyshev fits (ops._erf_fits).
+    from minigrad.ops import _blockwise, _erf_kernel
+
+    x = np.concatenate([np.linspace(-7, 7, _BLOCK + 4321), [0.0, -0.0, 1e-300, 5e-324, 1.0, -1.0, 4.0, 6.0, 1e308]])
+    expected = np.array([math.erf(v) for v in x])
+    got = _blockwise(_erf_kernel, x)
+    np.testing.assert_allclose(got, expected, rtol=4e-15, atol=0)
+    assert np.signbit(got[x.size - 8])  # erf(-0) = -0
+    x32 = x[np.abs(x) < 1e38].astype(np.float32)
+    got32 = _blockwise(_erf_kernel, x32)
+    ulps = np.abs(got32 - np.array([math.erf(float(v)) for v in x32])) / np.spacing(np.abs(got32))
+    assert got32.dtype == np.float32 and ulps.max() <= 2
+    special = _blockwise(_erf_kernel, np.array([np.inf, -np.inf, np.nan]))
+    assert special[0] == 1 and special[1] == -1 and np.isnan(special[2])
+
+
 def test_gelu_of_a_strided_view_is_its_copy():
     x = RNG.standard_normal((300, 600)).astype(np.float32)
     view = x[:, ::3]  # not contiguous
