@@ -537,7 +537,8 @@ def _erf_kernel(out: np.ndarray, x: np.ndarray) -> None:
     np.negative(zt, out=zt)
     tail *= np.exp(zt, out=zt)
     np.subtract(1, tail, out=tail)
-    np.copyto(out, np.where(z <= 1, near, tail))
+    np.copyto(out, tail)
+    np.copyto(out, near, where=z <= 1)  # (NaN compares False: it keeps the tail's NaN)
     np.copysign(out, x, out=out)
 
 
@@ -1222,7 +1223,9 @@ class layer_norm:
         return out, (xhat, rstd)
 
     def vjp(g, out, x, *affine, eps=1e-5, stats=None):
-        stats = out._saved  # (xhat, rstd) from the forward: the backward need not standardise x twice more
+        # (xhat, rstd) from this node's forward, so backward need not standardise x twice more. A
+        # stats= param (this node itself a recorded shortcut, under create_graph) holds the same arrays.
+        stats = out._saved
         if not affine:
             return (layer_norm_grad(g, x, eps=eps, stats=stats),)
         weight, _ = affine
