@@ -1155,6 +1155,34 @@ class gelu_grad:
         return (u * g * second, x.gelu_grad(u, *output, approximate=approximate)) + (None,) * len(output)
 
 
+def _attention_scores(q: np.ndarray, k: np.ndarray, bias: tuple, scale) -> np.ndarray:
+    """q @ k^T * scale + bias, (..., Tq, Tk), in one fresh array."""
+    scores = q @ k.swapaxes(-1, -2)
+    scores *= scale
+    if bias:
+        if np.broadcast_shapes(scores.shape, bias[0].shape) == scores.shape:
+            scores += bias[0]
+        else:  # the bias has batch axes the scores lack
+            scores = scores + bias[0]
+    return scores
+
+
+def _softmax_rows_again(weights: np.ndarray, redo: np.ndarray, q, k, bias: tuple, scale) -> None:
+    """Overwrite the rows of ``weights`` marked in ``redo`` (..., Tq, 1) by a softmax shifted by each row's max.
+
+    Only the heads holding such rows have their scores computed again.
+    """
+    lead = weights.shape[:-2]
+    heads = np.nonzero(redo.any(axis=(-2, -1)))  # leading indices of the heads concerned
+    q_heads = np.broadcast_to(q, lead + q.shape[-2:])[heads]  # (n, Tq, E)
+    k_heads = np.broadcast_to(k, lead + k.shape[-2:])[heads]  # (n, Tk, E)
+    bias_heads = tuple(np.broadcast_to(b, weights.shape)[heads] for b in bias)  # (n, Tq, Tk)
+    scores = _attention_scores(q_heads, k_heads, bias_heads, scale)
+    scores -= _stable_max(scores, -1)
+    exact = _softmax_in_place(scores, -1)
+    weights[heads] = np.where(redo[heads], exact, weights[heads])
+
+
 @op()
 class attention_weights:
     """softmax(q @ k^T * scale + bias) over the keys: attention's weights (..., Tq, Tk).
@@ -1172,15 +1200,23 @@ class attention_weights:
                sample((2, 3, 4), (2, 3, 4), np.where(np.tril(np.ones((3, 3), bool)), 0.0, -np.inf), scale=1.0)]
 
     def forward(q, k, *bias, scale):
-        scores = q @ k.swapaxes(-1, -2)  # (..., Tq, Tk)
-        scores *= scale
-        if bias:
-            if np.broadcast_shapes(scores.shape, bias[0].shape) == scores.shape:
-                scores += bias[0]
-            else:  # the bias has batch axes the scores lack
-                scores = scores + bias[0]
-        scores -= _stable_max(scores, -1)
-        return _softmax_in_place(scores, -1)
+        scores = _attention_scores(q, k, bias, scale)  # (..., Tq, Tk)
+        # exp is shifted by each row's first score, not its max: any entry of the row keeps the
+        # largest term >= 1, so nothing that matters underflows, and taking it is free, where a
+        # row max is NumPy's slowest pass here (it reduces one short row at a time). exp can
+        # overflow only if a row's scores span more than ~88 (float32); such rows, and rows
+        # whose first key is forbidden (-inf), sum to inf or NaN, and are redone with their max.
+        # Each row still depends on its own scores alone, so a causal mask stays exact.
+        with np.errstate(over="ignore", invalid="ignore"):
+            scores -= scores[..., :1].copy()  # (..., Tq, Tk) minus (..., Tq, 1)
+            weights = np.exp(scores, out=scores)
+        total = _row_sum(weights, keepdims=True)  # (..., Tq, 1)
+        redo = ~np.isfinite(total)
+        total[redo] = 1
+        weights /= total
+        if redo.any():
+            _softmax_rows_again(weights, redo, q, k, bias, scale)
+        return weights
 
     def vjp(g, out, q, k, *bias, scale):
         grad_scores = out.softmax_grad(g)  # (..., Tq, Tk): through the softmax, and the bias's gradient

@@ -64,6 +64,37 @@ def test_softmax_rows_on_attention_sized_scores(dtype):
     assert not np.isnan(weights).any() and (weights[0, 0, 5] == 0).all()
 
 
+def _exact_attention_weights(q, k, bias, scale):
+    """softmax(q k^T scale + bias) in float64, shifted by each row's max (rows all -inf give zeros)."""
+    scores = (q @ np.swapaxes(k, -1, -2)).astype(np.float64) * scale + bias
+    row_max = scores.max(-1, keepdims=True)
+    shifted = np.exp(scores - np.where(np.isfinite(row_max), row_max, 0))
+    total = shifted.sum(-1, keepdims=True)
+    return shifted / np.where(total == 0, 1, total)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_attention_weights_redo_the_rows_a_first_score_shift_cannot_take(dtype):
+    # attention_weights shifts each row by its first score; rows where that overflows exp, or
+    # whose first key is forbidden, are redone with their max. All must match the exact softmax.
+    rng = np.random.default_rng(7)
+    q, k = (rng.standard_normal((4, 3, 16, 8)).astype(dtype) for _ in range(2))
+    # Query 5 of head (1, 2) points away from key 0: its visible scores span far past exp's range.
+    q[1, 2, 5] = -k[1, 2, 0] * (1e4 if dtype == np.float64 else 1e3) / (k[1, 2, 0] @ k[1, 2, 0])
+    visible = (q[1, 2, 5] @ k[1, 2, :6].T) * 0.5
+    assert visible.max() - visible[0] > np.log(np.finfo(dtype).max)
+    bias = np.where(np.tril(np.ones((16, 16), bool)), 0.0, -np.inf).astype(dtype)  # causal
+    bias = np.broadcast_to(bias, (4, 1, 16, 16)).copy()
+    bias[2, :, :, :3] = -np.inf  # sequence 2 is left-padded: its first three keys are forbidden
+    with np.errstate(over="raise", invalid="raise", divide="raise"):  # no such warning may escape
+        weights = OPS["attention_weights"].forward(q, k, bias, scale=0.5)
+    expected = _exact_attention_weights(q.astype(np.float64), k.astype(np.float64), bias, 0.5)
+    assert weights.dtype == dtype and not np.isnan(weights).any()
+    np.testing.assert_allclose(weights, expected, **tol(dtype))
+    assert (weights[2, :, :3] == 0).all()  # rows 0-2 of sequence 2 may attend to nothing
+    np.testing.assert_allclose(weights.sum(-1)[2, :, 3:], 1, **tol(dtype))
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_softmax_grad_matches_its_formula(dtype):
     out = OPS["softmax"].forward(RNG.standard_normal((8, 4, 64, 64)).astype(dtype), axis=-1)
