@@ -1000,22 +1000,23 @@ _GELU_CUBIC = 0.044715
 _BLOCK = 1 << 16
 
 
-def _blockwise(kernel: Callable, x: np.ndarray, *more: np.ndarray) -> np.ndarray:
-    """``kernel(out, x, *more)`` over blocks of big arrays, so its many passes run in cache.
+def _blockwise(kernel: Callable, x: np.ndarray, *more: np.ndarray, outputs: int = 1):
+    """``kernel(*outs, x, *more)`` over blocks of big arrays, so its many passes run in cache.
 
     An elementwise formula in NumPy is one pass over memory per operation; over
     the (B, T, 4 d) activations of an MLP those passes go out to main memory.
     Done a block at a time, every pass after the first finds its data in cache.
-    ``kernel`` writes ``out`` in place from ``x`` and any ``more`` arrays of x's shape.
+    ``kernel`` writes its ``outputs`` arrays (x's shape) in place from ``x`` and
+    any ``more`` arrays of x's shape; they are returned (one, or a tuple).
     """
     dtype = np.result_type(x, *more) if x.dtype.kind == "f" else np.float64
     flat = [np.ascontiguousarray(a, dtype=dtype).reshape(-1) for a in (x, *more)]
-    out = np.empty(x.shape, dtype=dtype)
-    flat_out = out.reshape(-1)
+    outs = [np.empty(x.shape, dtype=dtype) for _ in range(outputs)]
+    flat_outs = [out.reshape(-1) for out in outs]
     for start in range(0, x.size, _BLOCK):
         block = slice(start, start + _BLOCK)
-        kernel(flat_out[block], *(a[block] for a in flat))
-    return out
+        kernel(*(out[block] for out in flat_outs), *(a[block] for a in flat))
+    return outs[0] if outputs == 1 else tuple(outs)
 
 
 def _gelu_tanh_inner(out: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -1027,73 +1028,46 @@ def _gelu_tanh_inner(out: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.tanh(out, out=out)
 
 
-def _gelu_tanh_kernel(out: np.ndarray, x: np.ndarray) -> None:
-    """out = 0.5 * x * (1 + tanh(...)), in place."""
-    _gelu_tanh_inner(out, x)
-    out += 1.0
-    out *= x
-    out *= 0.5
+def _gelu_tanh_kernel(out: np.ndarray, gate: np.ndarray, x: np.ndarray) -> None:
+    """gate = 0.5 * (1 + tanh(...)) and out = x * gate, in place."""
+    _gelu_tanh_inner(gate, x)
+    gate += 1.0
+    gate *= 0.5
+    np.multiply(x, gate, out=out)
 
 
-def _gelu_tanh_grad_kernel(out: np.ndarray, x: np.ndarray, g: np.ndarray) -> None:
-    """out = g * 0.5 * (1 + t + x * (1 - t**2) * du), t = tanh(u), du = d(u)/dx, in place."""
-    t = _gelu_tanh_inner(np.empty_like(x), x)
-    du = np.square(x)
-    du *= 3 * _SQRT_2_OVER_PI * _GELU_CUBIC
-    du += _SQRT_2_OVER_PI
-    np.multiply(t, t, out=out)
-    np.subtract(1.0, out, out=out)
-    out *= du
-    out *= x
-    out += t
-    out += 1.0
-    out *= 0.5
-    out *= g
+def _gelu_tanh_grad_kernel(out: np.ndarray, x: np.ndarray, gate: np.ndarray, g: np.ndarray) -> None:
+    """out = g * gelu'(x) from the gate r = 0.5 (1 + t): gelu' = r (1 + 2 x du (1 - r)), with no tanh.
 
-
-# Below this |x| the gate y / x is not read off GELU's output: it would be 0/0 at x = 0, and
-# y = x * gate loses digits once it is subnormal. The gate there is 1/2 to all digits anyway.
-_GATE_TINY = 1e-20
-
-
-def _gelu_gate(out: np.ndarray, x: np.ndarray, y: np.ndarray, abs_x: np.ndarray) -> np.ndarray:
-    """out = y / x with y = gelu(x) = x * gate(x): the gate, Phi(x) or 0.5 (1 + tanh(...)), in place."""
-    with np.errstate(divide="ignore", invalid="ignore"):  # 0/0 at x = 0: overwritten just below
-        np.divide(y, x, out=out)
-    if abs_x.min() < _GATE_TINY:
-        np.copyto(out, 0.5, where=abs_x < _GATE_TINY)
-    return out
-
-
-def _gelu_tanh_grad_from_output_kernel(out: np.ndarray, x: np.ndarray, y: np.ndarray, g: np.ndarray) -> None:
-    """out = g * gelu'(x) from y = gelu(x), with no tanh: gelu' = r (1 + 2 x du (1 - r)), r = y / x.
-
-    (With r = (1 + t) / 2 the gate, 1 - t**2 = 4 r (1 - r), and gelu' = r + x r' = r + 2 x r (1 - r) du.)
+    (gelu = x r, and r' = (1 - t**2) du / 2 = 2 r (1 - r) du, as 1 - t**2 = 4 r (1 - r).)
     """
-    two_x_du = np.abs(x)
-    r = _gelu_gate(out, x, y, two_x_du)
-    two_x_du *= two_x_du  # x**2
-    two_x_du *= 6 * _SQRT_2_OVER_PI * _GELU_CUBIC
-    two_x_du += 2 * _SQRT_2_OVER_PI
-    two_x_du *= x
-    factor = np.subtract(1.0, r)
-    factor *= two_x_du
-    factor += 1.0
-    out *= factor
+    np.square(x, out=out)
+    out *= 6 * _SQRT_2_OVER_PI * _GELU_CUBIC
+    out += 2 * _SQRT_2_OVER_PI
+    out *= x  # 2 x du, du = d(u)/dx = sqrt(2/pi) (1 + 3 * 0.044715 x**2)
+    out *= np.subtract(1.0, gate)
+    out += 1.0
+    out *= gate
     out *= g
 
 
-def _gelu_erf_grad_from_output_kernel(out: np.ndarray, x: np.ndarray, y: np.ndarray, g: np.ndarray) -> None:
-    """out = g * gelu'(x) from y = gelu(x), with no erf: gelu' = Phi(x) + x phi(x), Phi(x) = y / x."""
-    density = np.abs(x)
-    cdf = _gelu_gate(out, x, y, density)
-    density *= density
-    density *= -0.5
-    np.exp(density, out=density)
-    density *= x
-    density *= _INV_SQRT_2PI  # x phi(x)
-    cdf += density
-    cdf *= g
+def _gelu_erf_grad_kernel(out: np.ndarray, x: np.ndarray, gate: np.ndarray, g: np.ndarray) -> None:
+    """out = g * gelu'(x) from the gate Phi(x): gelu' = Phi(x) + x phi(x), phi the normal density."""
+    np.square(x, out=out)
+    out *= -0.5
+    np.exp(out, out=out)
+    out *= x
+    out *= _INV_SQRT_2PI
+    out += gate
+    out *= g
+
+
+def _gelu_erf_gate(x: np.ndarray) -> np.ndarray:
+    """Phi(x) = 0.5 * (1 + erf(x / sqrt 2)), the normal CDF: exact GELU's gate."""
+    gate = _erf_array(x * (1 / math.sqrt(2.0)))  # a Python float keeps float32 float32 (NumPy 2), ints -> float64
+    gate += 1.0
+    gate *= 0.5
+    return gate
 
 
 @op()
@@ -1101,20 +1075,24 @@ class gelu:
     """GELU: x * Phi(x), exact with erf (``approximate="none"``) or GPT-2's tanh form (``"tanh"``).
 
     Composite: ``0.5 * x * (1 + erf(x / sqrt(2)))`` or
-    ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x**3)))``.
+    ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x**3)))``. The forward keeps
+    the gate (Phi(x), or its tanh form) that multiplies x: the derivative is a
+    few multiplications from it, with no tanh or erf again.
     """
     samples = [sample((3, 4)), sample((3, 4), approximate="tanh")]
 
     def forward(x, *, approximate="none"):
         if approximate == "tanh":
-            return _blockwise(_gelu_tanh_kernel, x)
-        if approximate != "none":
+            out, gate = _blockwise(_gelu_tanh_kernel, x, outputs=2)
+        elif approximate == "none":
+            gate = _gelu_erf_gate(x)
+            out = x * gate
+        else:
             raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
-        return 0.5 * x * (1.0 + _erf_array(x * np.asarray(1 / math.sqrt(2.0), dtype=x.dtype)))
+        return out, gate
 
     def vjp(g, out, x, *, approximate="none"):
-        # Given gelu's output, gelu_grad reads the gate off it rather than recompute tanh or erf.
-        return (x.gelu_grad(g, out, approximate=approximate),)
+        return (x.gelu_grad(g, approximate=approximate, gate=out._saved),)
 
 
 @op(method="gelu_grad")
@@ -1122,27 +1100,24 @@ class gelu_grad:
     """g * d gelu(x) / dx: gelu's backward as one primitive, so it is one fused pass.
 
     ``x.gelu_grad(g)``: g is the gradient arriving at gelu's output (pass ones
-    for the derivative itself). ``x.gelu_grad(g, y)`` with ``y = gelu(x)``, as
-    gelu's own VJP calls it, is the same value computed without tanh or erf:
-    GELU is x times a gate (Phi(x), or its tanh approximation), so the gate is
-    y / x, and the derivative x * gate' + gate follows from it in a few
-    multiplications. y carries no gradient of its own: the value depends on x alone.
+    for the derivative itself). ``gate``: the gate gelu's forward kept for this
+    same x (Phi(x) or its tanh form; gelu's VJP passes it), so that neither tanh
+    nor erf is computed again; the result is still a function of x and g alone.
     """
     samples = [sample((3, 4), (3, 4)), sample((3, 4), (3, 4), approximate="tanh"), sample((3, 4), (4,))]
 
-    def forward(x, g, *output, approximate="none"):
+    def forward(x, g, *, approximate="none", gate=None):
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+        if gate is None:
+            gate = _blockwise(_gelu_tanh_kernel, x, outputs=2)[1] if approximate == "tanh" else _gelu_erf_gate(x)
+        elif gate.shape != x.shape:
+            raise ValueError(f"the gate of gelu(x) must have x's shape {x.shape}, got {gate.shape}")
         g = np.broadcast_to(g, x.shape)  # a view; _blockwise copies it only if it is not x-shaped already
-        if output:
-            if output[0].shape != x.shape:
-                raise ValueError(f"y = gelu(x) must have x's shape {x.shape}, got {output[0].shape}")
-            kernel = _gelu_tanh_grad_from_output_kernel if approximate == "tanh" else _gelu_erf_grad_from_output_kernel
-            return _blockwise(kernel, x, output[0], g)
-        if approximate == "tanh":
-            return _blockwise(_gelu_tanh_grad_kernel, x, g)
-        cdf = 0.5 * (1.0 + _erf_array(x * np.asarray(1 / math.sqrt(2.0), dtype=x.dtype)))
-        return g * (cdf + x * np.exp(-0.5 * x * x) * _INV_SQRT_2PI)
+        kernel = _gelu_tanh_grad_kernel if approximate == "tanh" else _gelu_erf_grad_kernel
+        return _blockwise(kernel, x, gate, g)
 
-    def vjp(u, out, x, g, *output, approximate="none"):
+    def vjp(u, out, x, g, *, approximate="none", gate=None):
         # d/dg is gelu' again (this op with u for g); d/dx needs the second derivative, written
         # out here (only for create_graph, so plain Tensor ops are fast enough).
         if approximate == "tanh":
@@ -1152,7 +1127,7 @@ class gelu_grad:
             second = (1.0 - t * t) * (du + 0.5 * x * (d2u - 2.0 * t * du * du))
         else:
             second = (-0.5 * x * x).exp() * _INV_SQRT_2PI * (2.0 - x * x)
-        return (u * g * second, x.gelu_grad(u, *output, approximate=approximate)) + (None,) * len(output)
+        return u * g * second, x.gelu_grad(u, approximate=approximate, gate=gate)
 
 
 def _attention_scores(q: np.ndarray, k: np.ndarray, bias: tuple, scale) -> np.ndarray:

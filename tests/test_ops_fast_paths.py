@@ -131,38 +131,44 @@ def test_gelu_tanh_block_by_block_matches_the_formula(dtype):
     inner = np.tanh(math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64 ** 3))
     derivative = 0.5 * (1 + inner) + 0.5 * x64 * (1 - inner ** 2) * math.sqrt(2 / math.pi) * (
         1 + 3 * 0.044715 * x64 ** 2)
-    out = OPS["gelu"].forward(x, approximate="tanh")
+    out, gate = OPS["gelu"].forward(x, approximate="tanh")
     grad = OPS["gelu_grad"].forward(x, np.ones_like(x), approximate="tanh")
     upstream = RNG.standard_normal(x.shape).astype(dtype)
     np.testing.assert_allclose(OPS["gelu_grad"].forward(x, upstream, approximate="tanh"), upstream * derivative,
                                **tol(dtype))
     assert out.dtype == grad.dtype == dtype and out.shape == x.shape
     np.testing.assert_allclose(out, 0.5 * x64 * (1 + inner), **tol(dtype))
+    np.testing.assert_allclose(gate, 0.5 * (1 + inner), **tol(dtype))
     np.testing.assert_allclose(grad, derivative, **tol(dtype))
     assert out[0, 0] == 0 and out[0, 1] == 1e4
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("approximate", ["tanh", "none"])
-def test_gelu_grad_from_the_output_matches_the_recomputed_one(approximate, dtype):
-    # gelu's VJP reads the gate y / x off the output; near x = 0 (0/0, subnormal y) it must not.
+def test_gelu_grad_from_the_kept_gate_matches_the_recomputed_one(approximate, dtype):
+    # gelu's forward keeps its gate (Phi(x) or the tanh form), and its VJP hands it to gelu_grad.
     x = (3 * RNG.standard_normal(2 * _BLOCK + 1234)).astype(dtype)
     tiny = np.finfo(dtype).smallest_subnormal
     x[:8] = [0.0, -0.0, tiny, -tiny, 1e-30, -1e-21, 1e4, -1e4]
     g = RNG.standard_normal(x.shape).astype(dtype)
-    y = OPS["gelu"].forward(x, approximate=approximate)
-    from_output = OPS["gelu_grad"].forward(x, g, y, approximate=approximate)
+    y, gate = OPS["gelu"].forward(x, approximate=approximate)
+    from_gate = OPS["gelu_grad"].forward(x, g, approximate=approximate, gate=gate)
     recomputed = OPS["gelu_grad"].forward(x, g, approximate=approximate)
-    assert from_output.dtype == dtype and np.isfinite(from_output).all()
-    np.testing.assert_allclose(from_output, recomputed, rtol=1e-5 if dtype == np.float32 else 1e-12,
-                               atol=1e-5 if dtype == np.float32 else 1e-12)
-    np.testing.assert_array_equal(from_output[:6], 0.5 * g[:6])  # the derivative at 0 is 1/2
-    assert from_output[6] == g[6] and from_output[7] == 0
+    assert from_gate.dtype == gate.dtype == dtype and np.isfinite(from_gate).all()
+    np.testing.assert_array_equal(from_gate, recomputed)  # the same gate, the same arithmetic
+    np.testing.assert_array_equal(y, x * gate)
+    np.testing.assert_array_equal(from_gate[:6], 0.5 * g[:6])  # the derivative at 0 is 1/2
+    assert from_gate[6] == g[6] and from_gate[7] == 0
 
 
-def test_gelu_grad_checks_the_output_it_is_given():
-    with pytest.raises(mg.OpError, match="gelu_grad: y = gelu\\(x\\) must have x's shape"):
-        mg.tensor(np.ones((3, 4))).gelu_grad(mg.tensor(np.ones((3, 4))), mg.tensor(np.ones(4)))
+def test_gelu_passes_its_kept_gate_to_backward_and_checks_a_given_one():
+    x = mg.tensor(RNG.standard_normal((3, 4)), requires_grad=True)
+    y = mg.nn.functional.gelu(x, approximate="tanh")
+    np.testing.assert_array_equal(y._saved, OPS["gelu"].forward(x.data, approximate="tanh")[1])
+    y.sum().backward()
+    assert y._saved is None  # dropped with the graph
+    with pytest.raises(mg.OpError, match="gelu_grad: the gate of gelu\\(x\\) must have x's shape"):
+        mg.tensor(np.ones((3, 4))).gelu_grad(mg.tensor(np.ones((3, 4))), gate=np.ones(4))
 
 
 def test_erf_without_scipy_matches_math_erf_to_the_last_digits():
@@ -185,8 +191,8 @@ def test_erf_without_scipy_matches_math_erf_to_the_last_digits():
 def test_gelu_of_a_strided_view_is_its_copy():
     x = RNG.standard_normal((300, 600)).astype(np.float32)
     view = x[:, ::3]  # not contiguous
-    np.testing.assert_array_equal(OPS["gelu"].forward(view, approximate="tanh"),
-                                  OPS["gelu"].forward(view.copy(), approximate="tanh"))
+    np.testing.assert_array_equal(OPS["gelu"].forward(view, approximate="tanh")[0],
+                                  OPS["gelu"].forward(view.copy(), approximate="tanh")[0])
 
 
 def test_big_layer_norm_backward_agrees_with_the_composite():
