@@ -12,7 +12,6 @@ file, so adding an op to the table adds its method too.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import threading
@@ -85,15 +84,21 @@ def is_grad_enabled() -> bool:
     return _state.grad_enabled
 
 
-@contextlib.contextmanager
-def module_scope(module):
-    """Mark ops run inside ``module``'s forward (nn.Module does this); viz draws them as a cluster."""
-    prev = _state.scope
-    _state.scope = prev + (module,)
-    try:
-        yield
-    finally:
-        _state.scope = prev
+class module_scope:
+    """Mark ops run inside ``module``'s forward (nn.Module does this); viz draws them as a cluster.
+
+    A class rather than a generator-based context manager: every module call enters one.
+    """
+
+    def __init__(self, module):
+        self.module = module
+
+    def __enter__(self):
+        self.prev = _state.scope
+        _state.scope = self.prev + (self.module,)
+
+    def __exit__(self, *exc):
+        _state.scope = self.prev
 
 
 # --------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ Conventions that differ from PyTorch, on purpose:
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -212,8 +213,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         else:
             bias = attn_mask if isinstance(attn_mask, Tensor) else np.asarray(attn_mask, dtype=q.dtype)
     if is_causal:
-        # Row i may see columns 0 .. i + (Tk - Tq): the queries are the last Tq positions.
-        causal = np.tril(np.ones((n_queries, n_keys), dtype=bool), k=n_keys - n_queries)  # (Tq, Tk)
+        causal = _causal_mask(n_queries, n_keys)  # (Tq, Tk), made once per shape
         keep = causal if keep is None else keep & causal
 
     grouped = enable_gqa and min(q.ndim, k.ndim) >= 3 and k.shape[-3] != q.shape[-3]
@@ -232,6 +232,14 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         if weights is not None:
             weights = weights.reshape(weights.shape[:-4] + (n_heads,) + weights.shape[-2:])  # (..., Hq, Tq, Tk)
     return (out, weights) if return_weights else out
+
+
+@functools.lru_cache(maxsize=32)
+def _causal_mask(n_queries: int, n_keys: int) -> np.ndarray:
+    """bool (Tq, Tk), read-only: row i may see keys 0 .. i + (Tk - Tq), the queries being the last Tq positions."""
+    mask = np.tril(np.ones((n_queries, n_keys), dtype=bool), k=n_keys - n_queries)
+    mask.flags.writeable = False
+    return mask
 
 
 def _attention(q, k, v, keep, bias, scale, dropout_p, rng):
