@@ -719,28 +719,34 @@ class softmax:
 
 @op(method="softmax_grad")
 class softmax_grad:
-    """softmax's backward as one primitive: ``out * (g - sum(g * out))`` over ``axis``, out = softmax(x).
+    """softmax's backward as one primitive: ``scale * out * (g - sum(g * out))`` over ``axis``, out = softmax(x).
 
     Fused: the row sums are one multiply-and-add pass with no temporary, and the
     rest is done in place, where the composite makes four ops and three arrays
-    the size of the attention weights.
+    the size of the attention weights. ``scale`` (default 1) multiplies the
+    result in the same place: attention's VJP scales it once there, rather than
+    the two products it is used in.
     """
-    samples = [sample((3, 5), (3, 5)), sample((2, 3, 4), (2, 3, 4), axis=1)]
+    samples = [sample((3, 5), (3, 5)), sample((2, 3, 4), (2, 3, 4), axis=1), sample((3, 5), (3, 5), scale=0.3)]
 
-    def forward(out, g, *, axis=-1):
+    def forward(out, g, *, axis=-1, scale=1.0):
         if out.ndim >= 2 and _axes(axis, out.ndim) == (out.ndim - 1,) and out.shape == g.shape:
             dot = _row_dot(g, out)  # (..., 1)
         else:
             dot = (g * out).sum(axis=axis, keepdims=True)
         grad = np.subtract(g, dot, dtype=np.result_type(g, out))
         grad *= out
+        if scale != 1.0:
+            grad *= scale  # in cache: grad was just written
         return grad
 
-    def vjp(u, grad, out, g, *, axis=-1):
-        # grad is bilinear in (out, g): with s = sum(g * out), grad = out * g - out * s, so
-        # d/dg (u . grad) = softmax_grad(out, u) and d/dout (u . grad) = u * (g - s) - g * sum(u * out).
+    def vjp(u, grad, out, g, *, axis=-1, scale=1.0):
+        # grad is bilinear in (out, g): with s = sum(g * out), grad = scale * (out * g - out * s), so
+        # d/dg (u . grad) = softmax_grad(out, u) * scale and
+        # d/dout (u . grad) = scale * (u * (g - s) - g * sum(u * out)).
         s = (g * out).sum(axis=axis, keepdims=True)
-        return u * (g - s) - g * (u * out).sum(axis=axis, keepdims=True), out.softmax_grad(u, axis=axis)
+        grad_out = u * (g - s) - g * (u * out).sum(axis=axis, keepdims=True)
+        return grad_out * scale if scale != 1.0 else grad_out, out.softmax_grad(u, axis=axis, scale=scale)
 
 
 @op(method="log_softmax")
@@ -1202,10 +1208,12 @@ class attention_weights:
         return weights
 
     def vjp(g, out, q, k, *bias, scale):
-        grad_scores = out.softmax_grad(g)  # (..., Tq, Tk): through the softmax, and the bias's gradient
-        grad_q = (grad_scores @ k) * scale  # (..., Tq, E)
-        grad_k = (grad_scores.swapaxes(-1, -2) @ q) * scale  # (..., Tk, E)
-        return (grad_q, grad_k) + ((grad_scores,) if bias else ())
+        grad_scaled = out.softmax_grad(g, scale=scale)  # (..., Tq, Tk): d/d(q @ k^T), the scale taken once
+        grad_q = grad_scaled @ k  # (..., Tq, E)
+        grad_k = grad_scaled.swapaxes(-1, -2) @ q  # (..., Tk, E)
+        if not (bias and bias[0].requires_grad):  # (a mask is a constant: no gradient to make)
+            return (grad_q, grad_k) + ((None,) if bias else ())
+        return grad_q, grad_k, out.softmax_grad(g)  # the bias is added unscaled
 
 
 def _standardise(x: np.ndarray, eps: float):
