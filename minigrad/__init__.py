@@ -22,6 +22,7 @@ from .tensor import (
     arange,
     cat,
     concatenate,
+    einsum,
     enable_grad,
     is_grad_enabled,
     maximum,
@@ -41,7 +42,7 @@ from .tensor import (
 
 __all__ = [
     "OPS", "AnomalyError", "GradcheckError", "OpError", "Tensor", "arange", "backward", "cat", "concatenate",
-    "detect_anomaly", "enable_grad", "grad", "gradcheck", "gradgradcheck", "is_grad_enabled", "jacobian",
+    "detect_anomaly", "einsum", "enable_grad", "grad", "gradcheck", "gradgradcheck", "is_grad_enabled", "jacobian",
     "maximum", "minimum", "no_grad", "ones", "ones_like", "ops", "randn", "set_grad_enabled", "split", "stack",
     "tensor", "where", "zeros", "zeros_like",
 ]

@@ -595,6 +595,11 @@ def split(x: Tensor, sections, axis: int = 0) -> list[Tensor]:
     return [x[lead + (slice(lo, hi),)] for lo, hi in zip(cuts[:-1], cuts[1:])]
 
 
+def einsum(subscripts: str, *operands) -> Tensor:
+    """Einstein summation, as ``np.einsum`` / ``torch.einsum``: ``einsum("ij,jk->ik", a, b)``."""
+    return _ops.einsum(*operands, subscripts=subscripts)
+
+
 def maximum(a, b) -> Tensor:
     return _ops.maximum(a, b)
 
