@@ -35,11 +35,12 @@ Conventions
 * A VJP may return a gradient in the *broadcast* shape of the output: the engine
   sums it back to the input's shape, once, in one place (``autograd.py``).
 * A forward may return ``(output, saved)``: ``saved`` is what its VJP would
-  otherwise recompute (layer norm's xhat and 1/std). The engine keeps it on the
-  output, ``out._saved``, while the op is in a recorded graph, and drops it with
-  the graph. It is a cache of functions of the inputs, so the VJP hands it only
-  to ops that take it as a shortcut (``stats=`` of ``layer_norm``): those are
-  still recorded as functions of their inputs, and ``create_graph`` still works.
+  otherwise recompute (layer norm's xhat and 1/std, GELU's gate). The engine
+  keeps it on the output, ``out._saved``, while the op is in a recorded graph,
+  and drops it with the graph. It is a cache of functions of the inputs, so the
+  VJP hands it only to ops that take it as a shortcut (``stats=`` of
+  ``layer_norm``, ``gate=`` of ``gelu_grad``): those are still recorded as
+  functions of their inputs, and ``create_graph`` still works.
 """
 
 from __future__ import annotations
