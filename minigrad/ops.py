@@ -878,6 +878,9 @@ class einsum:
         inputs, output = _einsum_terms(subscripts, [x.shape for x in operands])
         grads = []
         for i, x in enumerate(operands):
+            if not x.requires_grad:  # a constant operand (layer norm's xhat, say): no contraction to run
+                grads.append(None)
+                continue
             others = inputs[:i] + inputs[i + 1:]
             known = set(output).union(*others)
             kept = "".join(label for label in inputs[i] if label in known)
