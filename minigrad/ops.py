@@ -1125,11 +1125,16 @@ def _gelu_tanh_inner(out: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.tanh(out, out=out)
 
 
-def _gelu_tanh_kernel(out: np.ndarray, gate: np.ndarray, x: np.ndarray) -> None:
-    """gate = 0.5 * (1 + tanh(...)) and out = x * gate, in place."""
+def _gelu_tanh_gate_kernel(gate: np.ndarray, x: np.ndarray) -> None:
+    """gate = 0.5 * (1 + tanh(...)), in place."""
     _gelu_tanh_inner(gate, x)
     gate += 1.0
     gate *= 0.5
+
+
+def _gelu_tanh_kernel(out: np.ndarray, gate: np.ndarray, x: np.ndarray) -> None:
+    """gate = 0.5 * (1 + tanh(...)) and out = x * gate, in place."""
+    _gelu_tanh_gate_kernel(gate, x)
     np.multiply(x, gate, out=out)
 
 
@@ -1207,7 +1212,7 @@ class gelu_grad:
         if approximate not in ("none", "tanh"):
             raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
         if gate is None:
-            gate = _blockwise(_gelu_tanh_kernel, x, outputs=2)[1] if approximate == "tanh" else _gelu_erf_gate(x)
+            gate = _blockwise(_gelu_tanh_gate_kernel, x) if approximate == "tanh" else _gelu_erf_gate(x)
         elif gate.shape != x.shape:
             raise ValueError(f"the gate of gelu(x) must have x's shape {x.shape}, got {gate.shape}")
         g = np.broadcast_to(g, x.shape)  # a view; _blockwise copies it only if it is not x-shaped already

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
+from minigrad.nn import functional as F
 from minigrad.ops import _BLOCK, OPS
 
 RNG = np.random.default_rng(0)
@@ -49,28 +50,23 @@ def test_blas_sums_keep_infinities_and_nan():
     assert np.isposinf(rows[3]) and np.isnan(rows[7]) and np.isnan(rows[9])
 
 
+def _exact_softmax(scores):
+    """softmax over the last axis in float64, shifted by each row's max (rows all -inf give zeros)."""
+    scores = scores.astype(np.float64)
+    row_max = scores.max(-1, keepdims=True)
+    shifted = np.exp(scores - np.where(np.isfinite(row_max), row_max, 0))
+    total = shifted.sum(-1, keepdims=True)
+    return shifted / np.where(total == 0, 1, total)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_softmax_rows_on_attention_sized_scores(dtype):
     scores = (3 * RNG.standard_normal((8, 4, 64, 64))).astype(dtype)
     scores[..., np.triu_indices(64, 1)[0], np.triu_indices(64, 1)[1]] = -np.inf  # causal
     scores[0, 0, 5] = -np.inf  # a row that may attend to nothing
     weights = OPS["softmax"].forward(scores, axis=-1)
-    s64 = scores.astype(np.float64)
-    row_max = s64.max(-1, keepdims=True)
-    shifted = np.exp(s64 - np.where(np.isfinite(row_max), row_max, 0))
-    total = shifted.sum(-1, keepdims=True)
-    expected = shifted / np.where(total == 0, 1, total)
-    np.testing.assert_allclose(weights, expected, **tol(dtype))
+    np.testing.assert_allclose(weights, _exact_softmax(scores), **tol(dtype))
     assert not np.isnan(weights).any() and (weights[0, 0, 5] == 0).all()
-
-
-def _exact_attention_weights(q, k, bias, scale):
-    """softmax(q k^T scale + bias) in float64, shifted by each row's max (rows all -inf give zeros)."""
-    scores = (q @ np.swapaxes(k, -1, -2)).astype(np.float64) * scale + bias
-    row_max = scores.max(-1, keepdims=True)
-    shifted = np.exp(scores - np.where(np.isfinite(row_max), row_max, 0))
-    total = shifted.sum(-1, keepdims=True)
-    return shifted / np.where(total == 0, 1, total)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -88,7 +84,8 @@ def test_attention_weights_redo_the_rows_a_first_score_shift_cannot_take(dtype):
     bias[2, :, :, :3] = -np.inf  # sequence 2 is left-padded: its first three keys are forbidden
     with np.errstate(over="raise", invalid="raise", divide="raise"):  # no such warning may escape
         weights = OPS["attention_weights"].forward(q, k, bias, scale=0.5)
-    expected = _exact_attention_weights(q.astype(np.float64), k.astype(np.float64), bias, 0.5)
+    q64, k64 = q.astype(np.float64), k.astype(np.float64)
+    expected = _exact_softmax(q64 @ np.swapaxes(k64, -1, -2) * 0.5 + bias)
     assert weights.dtype == dtype and not np.isnan(weights).any()
     np.testing.assert_allclose(weights, expected, **tol(dtype))
     assert (weights[2, :, :3] == 0).all()  # rows 0-2 of sequence 2 may attend to nothing
@@ -163,7 +160,7 @@ def test_gelu_grad_from_the_kept_gate_matches_the_recomputed_one(approximate, dt
 
 def test_gelu_passes_its_kept_gate_to_backward_and_checks_a_given_one():
     x = mg.tensor(RNG.standard_normal((3, 4)), requires_grad=True)
-    y = mg.nn.functional.gelu(x, approximate="tanh")
+    y = F.gelu(x, approximate="tanh")
     np.testing.assert_array_equal(y._saved, OPS["gelu"].forward(x.data, approximate="tanh")[1])
     y.sum().backward()
     assert y._saved is None  # dropped with the graph
