@@ -53,7 +53,7 @@ import math
 import numpy as np
 
 # erf on an ndarray (SciPy's when installed, else minigrad's Chebyshev fits): a NumPy helper, not an op
-from minigrad.ops import _erf_array as _erf
+from minigrad.kernels import erf as _erf
 
 _C = math.sqrt(2 / math.pi)  # GELU's tanh form: tanh(_C (x + 0.044715 x^3))
 

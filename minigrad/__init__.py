@@ -1,50 +1,35 @@
 """minigrad: a small reverse-mode autodiff engine on NumPy, and transformers built on it.
 
-The core is three files, meant to be read in one sitting:
+Read the engine in this order (the README gives the line counts):
 
-* ``ops.py``: the op table; every primitive's forward, VJP and test samples;
 * ``tensor.py``: the Tensor, and ``apply``, which runs an op and records it;
-* ``autograd.py``: backward, ``grad``, and anomaly detection.
+* ``ops.py``: the op table; every core primitive's forward, VJP and test samples;
+* ``autograd.py``: backward and ``grad``;
+* ``gradcheck.py``: gradients checked against finite differences.
 
-``gradcheck.py`` checks gradients against finite differences. Layers live in
-``minigrad.nn``, optimizers in ``minigrad.optim``, graph drawing in
-``minigrad.viz`` (which imports graphviz only when used).
+``modes.py`` holds the switches (``no_grad``, ``composite_mode``),
+``anomaly.py`` ``detect_anomaly``. The speed appendix: ``fused.py`` (fused
+primitives, each with its composite) and ``kernels.py`` (fast NumPy, each with
+its plain form). Layers live in ``minigrad.nn``, optimizers in
+``minigrad.optim``, graph drawing in ``minigrad.viz`` (which imports graphviz
+only when used).
 """
 
-from . import ops
+from . import fused, kernels, ops
 from ._memory import tune_malloc
-from .autograd import AnomalyError, backward, detect_anomaly, grad
+from .anomaly import AnomalyError, detect_anomaly
+from .autograd import backward, grad
+from .functions import cat, concatenate, einsum, maximum, minimum, split, stack, where
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck, jacobian
+from .modes import composite_mode, enable_grad, is_composite_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .ops import OPS
-from .tensor import (
-    OpError,
-    Tensor,
-    arange,
-    cat,
-    concatenate,
-    einsum,
-    enable_grad,
-    is_grad_enabled,
-    maximum,
-    minimum,
-    no_grad,
-    ones,
-    ones_like,
-    randn,
-    set_grad_enabled,
-    split,
-    stack,
-    tensor,
-    where,
-    zeros,
-    zeros_like,
-)
+from .tensor import OpError, Tensor, arange, ones, ones_like, randn, tensor, zeros, zeros_like
 
 __all__ = [
-    "OPS", "AnomalyError", "GradcheckError", "OpError", "Tensor", "arange", "backward", "cat", "concatenate",
-    "detect_anomaly", "einsum", "enable_grad", "grad", "gradcheck", "gradgradcheck", "is_grad_enabled", "jacobian",
-    "maximum", "minimum", "no_grad", "ones", "ones_like", "ops", "randn", "set_grad_enabled", "split", "stack",
-    "tensor", "where", "zeros", "zeros_like",
+    "OPS", "AnomalyError", "GradcheckError", "OpError", "Tensor", "arange", "backward", "cat", "composite_mode",
+    "concatenate", "detect_anomaly", "einsum", "enable_grad", "fused", "grad", "gradcheck", "gradgradcheck",
+    "is_composite_mode", "is_grad_enabled", "jacobian", "kernels", "maximum", "minimum", "no_grad", "ones",
+    "ones_like", "ops", "randn", "set_grad_enabled", "split", "stack", "tensor", "where", "zeros", "zeros_like",
 ]
 __version__ = "0.1.0"
 

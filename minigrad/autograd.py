@@ -13,17 +13,17 @@ added here:
   and the graph's saved tensors are dropped as soon as they have been used;
   with ``create_graph=True`` they are recorded, so gradients can be
   differentiated again;
-* ``detect_anomaly()`` checks every value and gradient for NaN/Inf and names the
-  op and the user's line that made it.
+* under ``detect_anomaly()`` (``anomaly.py``) every gradient is checked for
+  NaN/Inf, and the op and the user's line that made it are named.
 """
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 
-from .tensor import OpError, Tensor, _state, set_grad_enabled
+from .anomaly import check_backward
+from .modes import set_grad_enabled, state
+from .tensor import OpError, Tensor
 
 _FREED = ("backward: this graph was already freed by an earlier backward(). Call backward(retain_graph=True) "
           "the first time if you need to backward through it again.")
@@ -86,9 +86,83 @@ def _as_grad(gradient, t: Tensor) -> Tensor:
     return g
 
 
+def _needed_for(targets, order) -> set[int]:
+    """The ids of the tensors on some path to a target: only their VJPs need to run for ``grad()``."""
+    wanted = {id(t) for t in targets}
+    for t in order:  # inputs come before the tensors made from them
+        if t._op is not None and any(id(x) in wanted for x in t._inputs):
+            wanted.add(id(t))
+    return wanted
+
+
+class _OwnedGrads:
+    """Makes every gradient handed out (``.grad``, or ``grad()``'s results) own its memory.
+
+    Optimizers update gradients in place. A VJP can hand back a read-only
+    broadcast view (sum's), a view of an array another leaf also gets (add's g,
+    reshaped), or the caller's own gradient: those are copied. Keyed by the id
+    of the array that owns the memory (a view's ``.base``).
+    """
+
+    def __init__(self, root_grads, create_graph: bool):
+        self.taken = {id(_owner(g.data)) for g in root_grads}
+        self.create_graph = create_graph
+
+    def __call__(self, g: Tensor) -> Tensor:
+        if id(_owner(g.data)) in self.taken or not g.data.flags.writeable:
+            # Under create_graph the copy must be recorded: astype to the same dtype copies.
+            g = g.astype(g.dtype) if self.create_graph else Tensor._wrap(g.data.copy())
+        self.taken.add(id(_owner(g.data)))
+        return g
+
+
+def _run_hooks(t: Tensor, g: Tensor) -> Tensor:
+    """Pass ``g`` through ``t``'s hooks in order; a hook that returns something replaces it."""
+    for hook in list(t._hooks):
+        replaced = hook(g)
+        if replaced is not None:
+            g = replaced if isinstance(replaced, Tensor) else Tensor._wrap(np.asarray(replaced))
+    return g
+
+
+def _accumulate(t: Tensor, g: Tensor, owned: _OwnedGrads, create_graph: bool) -> None:
+    """Add ``g`` into ``t.grad`` (a leaf's, or a retain_grad() tensor's), as PyTorch does."""
+    if t.grad is None:
+        t.grad = owned(g)
+    elif create_graph:
+        t.grad = t.grad + g
+    else:
+        t.grad = Tensor._wrap(t.grad.data + g.data)
+
+
+def _call_vjp(t: Tensor, g: Tensor) -> tuple:
+    """``t``'s op's VJP: one gradient per input of ``t``. Under detect_anomaly, checked and blamed on the op."""
+    if not state.anomaly:
+        return t._op.vjp(g, t, *t._inputs, **t._params)
+    # Checked as a whole and blamed on this op. Left on, anomaly mode would check each op inside
+    # the VJP as a forward, and report (say) a 'div' at the user's backward() line instead of
+    # sqrt's gradient at sqrt's line.
+    state.anomaly = False
+    try:
+        input_grads = t._op.vjp(g, t, *t._inputs, **t._params)
+    finally:
+        state.anomaly = True
+    check_backward(t, input_grads)
+    return input_grads
+
+
+def _free(t: Tensor) -> None:
+    """Drop what ``t``'s node holds for backward, so the arrays its inputs hold can go."""
+    t._inputs = None
+    t._params = None
+    t._saved = None
+
+
 def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None):
     """The backward pass shared by ``backward`` and ``grad``.
 
+    Visit the graph from the outputs back to the leaves; at each node, hand its
+    gradient to the op's VJP and add what comes back into its inputs' gradients.
     With ``targets`` (a list of tensors) it returns their gradients and touches no
     ``.grad``; without, it accumulates into leaves and retain_grad() tensors.
     """
@@ -97,81 +171,37 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
             raise RuntimeError(f"backward: the output (shape {r.shape}) does not require grad: no input it was "
                                f"computed from has requires_grad=True, or it was computed under no_grad()")
     order = toposort(roots)
-    grads: dict[int, Tensor] = {}
+    grads: dict[int, Tensor] = {}  # id(tensor) -> the gradient summed so far
     for r, g in zip(roots, root_grads):
         grads[id(r)] = grads[id(r)] + g if id(r) in grads else g
-
-    wanted = None
+    needed = None if targets is None else _needed_for(targets, order)
+    target_ids = set() if targets is None else {id(t) for t in targets}
     found: dict[int, Tensor] = {}
-    if targets is not None:
-        # Only nodes on a path to a target need their VJP run.
-        target_ids = {id(t) for t in targets}
-        wanted = set()
-        for t in order:  # inputs come before the tensors made from them
-            if id(t) in target_ids or (t._op is not None and any(id(x) in wanted for x in t._inputs)):
-                wanted.add(id(t))
+    owned = _OwnedGrads(root_grads, create_graph)
 
-    # Every gradient handed out (.grad, or grad()'s results) must own its memory: optimizers
-    # update gradients in place. A VJP can hand back a read-only broadcast view (sum's), a
-    # view of an array another leaf also gets (add's g, reshaped), or the caller's own
-    # gradient. Keyed by the id of the array that owns the memory (a view's .base).
-    taken_memory: set[int] = {id(_owner(g.data)) for g in root_grads}
-
-    def owned(g: Tensor) -> Tensor:
-        if id(_owner(g.data)) in taken_memory or not g.data.flags.writeable:
-            # Under create_graph the copy must be recorded: astype to the same dtype copies.
-            g = g.astype(g.dtype) if create_graph else Tensor._wrap(g.data.copy())
-        taken_memory.add(id(_owner(g.data)))
-        return g
-
-    with set_grad_enabled(create_graph):
-        for t in reversed(order):
+    with set_grad_enabled(create_graph):  # record the backward pass only for create_graph
+        for t in reversed(order):  # every tensor after all the tensors made from it
             g = grads.pop(id(t), None)
             if g is None:
                 continue
             if t._hooks:
-                for hook in list(t._hooks):
-                    replaced = hook(g)
-                    if replaced is not None:
-                        g = replaced if isinstance(replaced, Tensor) else Tensor._wrap(np.asarray(replaced))
-            if targets is not None:
-                if id(t) in target_ids:
-                    found[id(t)] = owned(g)
-            elif t._op is None or t._retains_grad:
-                if t.grad is None:
-                    t.grad = g = owned(g)
-                elif create_graph:
-                    t.grad = t.grad + g
-                else:
-                    t.grad = Tensor._wrap(t.grad.data + g.data)
-            if t._op is None or (wanted is not None and id(t) not in wanted):
+                g = _run_hooks(t, g)
+            if id(t) in target_ids:
+                found[id(t)] = owned(g)
+            elif targets is None and (t._op is None or t._retains_grad):
+                _accumulate(t, g, owned, create_graph)
+            if t._op is None or (needed is not None and id(t) not in needed):
                 continue
-            inputs = t._inputs
-            if inputs is None:
+            if t._inputs is None:
                 raise RuntimeError(_FREED)
-            if _state.anomaly:
-                # The VJP is checked as a whole and blamed on this op. Left on, anomaly mode
-                # would check each op inside the VJP as a forward, and report (say) a 'div'
-                # at the user's backward() line instead of sqrt's gradient at sqrt's line.
-                _state.anomaly = False
-                try:
-                    input_grads = t._op.vjp(g, t, *inputs, **t._params)
-                finally:
-                    _state.anomaly = True
-                check_backward(t, input_grads)
-            else:
-                input_grads = t._op.vjp(g, t, *inputs, **t._params)
-            for x, gx in zip(inputs, input_grads):
+            for x, gx in zip(t._inputs, _call_vjp(t, g)):
                 if gx is None or not x.requires_grad:
                     continue
-                if gx.data.shape != x.data.shape:
-                    gx = _sum_to(gx, x.data.shape)
-                prev = grads.get(id(x))
-                grads[id(x)] = gx if prev is None else prev + gx
+                if gx.shape != x.shape:
+                    gx = _sum_to(gx, x.shape)
+                grads[id(x)] = gx if id(x) not in grads else grads[id(x)] + gx
             if not retain_graph:
-                t._inputs = None  # free the saved tensors: their arrays can go now
-                t._params = None
-                t._saved = None
+                _free(t)
     return found
 
 
@@ -216,52 +246,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, c
     return tuple(result)
 
 
-# --------------------------------------------------------------------------------------
-# Anomaly detection
-# --------------------------------------------------------------------------------------
+def _tensor_backward(self, gradient=None, retain_graph: bool | None = None, create_graph: bool = False):
+    """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (see ``autograd.backward``)."""
+    backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
 
 
-@contextlib.contextmanager
-def detect_anomaly():
-    """Check every op's output and every gradient for NaN/Inf; name the op and the line that made it.
-
-    Infinities in a forward output are only an anomaly when no input had one
-    (a -inf attention mask passing through softmax is fine; exp overflowing is not).
-    """
-    prev = _state.anomaly
-    _state.anomaly = True
-    try:
-        yield
-    finally:
-        _state.anomaly = prev
-
-
-class AnomalyError(FloatingPointError):
-    """A NaN or Inf appeared where none should (raised only inside ``detect_anomaly()``)."""
-
-
-def _shapes(tensors) -> str:
-    return ", ".join(f"{tuple(x.shape)} {x.dtype}" for x in tensors)
-
-
-def check_forward(op, inputs, params, out: Tensor) -> None:
-    data = out.data
-    if data.dtype.kind != "f" or np.isfinite(data).all():
-        return
-    inputs_finite = all(x.dtype.kind != "f" or np.isfinite(x.data).all() for x in inputs)
-    # np.generic too: a mask value of np.float32(-np.inf) is no more an anomaly than -math.inf.
-    params_finite = all(np.isfinite(v).all() for v in (params or {}).values()
-                        if isinstance(v, float | np.generic | np.ndarray) and np.asarray(v).dtype.kind == "f")
-    if np.isnan(data).any() or (inputs_finite and params_finite):
-        kind = "NaN" if np.isnan(data).any() else "Inf"
-        raise AnomalyError(f"detect_anomaly: op '{op.name}' produced {kind} in its output "
-                           f"(inputs {_shapes(inputs)}), at {out._trace}")
-
-
-def check_backward(node: Tensor, input_grads) -> None:
-    for i, g in enumerate(input_grads):
-        if g is not None and g.dtype.kind == "f" and not np.isfinite(g.data).all():
-            kind = "NaN" if np.isnan(g.data).any() else "Inf"
-            where = node._trace or "<not recorded: created outside detect_anomaly(), or by a backward pass>"
-            raise AnomalyError(f"detect_anomaly: the gradient of op '{node._op.name}' for its input {i} has {kind} "
-                               f"(inputs {_shapes(node._inputs)}); the op was created at {where}")
+Tensor.backward = _tensor_backward

@@ -1,4 +1,4 @@
-"""The op table: every primitive minigrad can differentiate, one block each.
+"""The op table: every core primitive minigrad can differentiate, one block each.
 
 A block is a small class used as a namespace (it is never instantiated)::
 
@@ -15,12 +15,17 @@ A block is a small class used as a namespace (it is never instantiated)::
 
 Everything else is derived from this table:
 
-* ``Tensor`` methods and Python operators (``method=``, ``operator=``), bound in
-  ``tensor.py``;
+* ``Tensor`` methods and Python operators (``method=``, ``operator=``);
 * backward: ``autograd.py`` calls ``vjp`` and nothing else;
 * graph labels in ``viz`` (the block's name);
 * the tests, which run ``gradcheck`` and ``gradgradcheck`` on every ``samples``
   entry of every op, so an op without samples fails the suite.
+
+This file states the math. A few forwards call a kernel from ``kernels.py``
+(the same result, faster), with the plain NumPy it equals in a comment beside
+the call. The fused primitives a transformer uses (linear, gelu, layer_norm,
+attention_weights, cross_entropy...) are in ``fused.py``, each with its
+composite of the ops here.
 
 Conventions
 -----------
@@ -31,28 +36,30 @@ Conventions
   (``None`` for inputs that are not differentiable, like a boolean mask).
   VJPs are written with Tensor operations, so backward can itself be
   differentiated (``create_graph=True``). With ``create_graph`` off they run
-  under ``no_grad`` and record nothing.
+  under ``no_grad`` and record nothing. A VJP may use only ops in the table
+  (``g * x.cos()``, not ``g * np.cos(x)``): that is what makes it differentiable.
 * A VJP may return a gradient in the *broadcast* shape of the output: the engine
   sums it back to the input's shape, once, in one place (``autograd.py``).
 * A forward may return ``(output, saved)``: ``saved`` is what its VJP would
   otherwise recompute (layer norm's xhat and 1/std, GELU's gate). The engine
   keeps it on the output, ``out._saved``, while the op is in a recorded graph,
-  and drops it with the graph. It is a cache of functions of the inputs, so the
-  VJP hands it only to ops that take it as a shortcut (``stats=`` of
-  ``layer_norm``, ``gate=`` of ``gelu_grad``): those are still recorded as
-  functions of their inputs, and ``create_graph`` still works.
+  and drops it with the graph. The VJP hands it on only to ops that take it as
+  a shortcut parameter, also named ``saved=``: those are still recorded as
+  functions of their inputs, so ``create_graph`` still works.
 """
 
 from __future__ import annotations
 
-import functools
+import inspect
 import math
-import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
+
+from . import kernels
+from .tensor import Tensor
+from .tensor import apply as _apply  # (a module global, so benchmarks can wrap it)
 
 # --------------------------------------------------------------------------------------
 # The registry
@@ -92,16 +99,22 @@ def sample(*inputs, domain=None, **params) -> Sample:
 
 @dataclass
 class Op:
-    """One primitive: its forward on ndarrays, its VJP on Tensors, its test samples."""
+    """One primitive: its forward on ndarrays, its VJP on Tensors, its test samples.
+
+    ``composite`` (fused ops only): the same function written with core ops, on
+    Tensors; ``minigrad.composite_mode()`` runs it in place of the op.
+    """
 
     name: str
-    forward: Callable[..., np.ndarray]
-    vjp: Callable[..., tuple]
+    forward: Callable
+    vjp: Callable
     samples: list[Sample]
     doc: str = ""
     method: str | None = None  # bind as Tensor.<method>
     operator: str | None = None  # bind as Tensor.__<op>__ and __r<op>__
     gradgrad: bool = True  # False only where a second derivative is meaningless
+    composite: Callable | None = None
+    origin: str = ""  # module and name of the block that defined it: running that block again replaces it
 
     def __call__(self, *inputs, **params):
         return _apply(self, *inputs, **params)
@@ -111,26 +124,71 @@ class Op:
 
 
 OPS: dict[str, Op] = {}
-_on_register: list[Callable[[Op], None]] = []  # tensor.py binds each new op's method and operators
-_apply: Callable = None  # set by tensor.py: runs an op and records it in the graph
 
 
 def op(method: str | None = None, operator: str | None = None, gradgrad: bool = True):
-    """Class decorator that turns one block into an ``Op`` and registers it."""
+    """Class decorator that turns one block into an ``Op``, registers it and binds its Tensor method.
+
+    Running the same block again (a notebook cell, edited) replaces the op;
+    another block with a name already taken is an error.
+    """
 
     def register(block) -> Op:
         name = block.__name__
-        if name in OPS:
-            raise ValueError(f"op {name!r} is registered twice")
-        samples = list(getattr(block, "samples", []))
-        new = Op(name, block.forward, block.vjp, samples, (block.__doc__ or "").strip(),
-                 method, operator, gradgrad)
+        origin = f"{block.__module__}.{block.__qualname__}"
+        if name in OPS and OPS[name].origin != origin:
+            raise ValueError(f"op {name!r} is already registered (by {OPS[name].origin}); pick another name")
+        for part in ("forward", "vjp"):
+            if not callable(getattr(block, part, None)):
+                raise TypeError(f"op {name!r}: the block needs a {part}() function")
+        new = Op(name, block.forward, block.vjp, list(getattr(block, "samples", [])),
+                 inspect.cleandoc(block.__doc__ or ""), method, operator, gradgrad,
+                 getattr(block, "composite", None), origin)
         OPS[name] = new
-        for bind in _on_register:
-            bind(new)
+        _bind(new)
         return new
 
     return register
+
+
+def _bind(op: Op) -> None:
+    """Give ``Tensor`` the op's method (``x.sum(axis=0)``) and operators (``a + b``, ``2 + a``)."""
+    if op.method:
+        setattr(Tensor, op.method, _method(op))
+    if op.operator:
+        setattr(Tensor, f"__{op.operator}__", lambda self, other: _apply(op, self, other))
+        setattr(Tensor, f"__r{op.operator}__", lambda self, other: _apply(op, other, self))
+
+
+def _method(op: Op):
+    """A Tensor method for ``op``: the tensor is the first input; the op's parameters may come positionally.
+
+    Its signature is the forward's, with the parameters made positional-or-keyword,
+    so ``help(Tensor.sum)`` shows ``(self, axis=None, keepdims=False)``.
+    """
+    signature = inspect.signature(op.forward)
+    params = list(signature.parameters.values())
+    takes_many = any(p.kind == p.VAR_POSITIONAL for p in params)  # (*inputs: every argument is a tensor)
+    n_tensors = len([p for p in params if p.kind == p.POSITIONAL_OR_KEYWORD])  # (the builtin sum is an op here)
+    names = [p.name for p in params if p.kind == p.KEYWORD_ONLY]
+
+    def method(self, *args, **kwargs):
+        if takes_many:
+            return _apply(op, self, *args, **kwargs)
+        tensors, extra = args[: n_tensors - 1], args[n_tensors - 1:]
+        if len(extra) > len(names):
+            raise TypeError(f"{op.method}() takes at most {len(names)} parameter(s) after its tensor inputs "
+                            f"({', '.join(names) or 'none'}), got {len(extra)}")
+        kwargs.update(zip(names, extra))
+        return _apply(op, self, *tensors, **kwargs)
+
+    shown = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for p in params[1:]:
+        shown.append(p if takes_many or p.kind != p.KEYWORD_ONLY else p.replace(kind=p.POSITIONAL_OR_KEYWORD))
+    method.__signature__ = signature.replace(parameters=shown, return_annotation="Tensor")
+    method.__name__ = method.__qualname__ = op.method
+    method.__doc__ = op.doc
+    return method
 
 
 # --------------------------------------------------------------------------------------
@@ -139,81 +197,37 @@ def op(method: str | None = None, operator: str | None = None, gradgrad: bool = 
 
 
 def _axes(axis, ndim: int) -> tuple[int, ...]:
-    """Normalise ``axis`` (None, int or tuple) to a sorted tuple of positive axes."""
+    """``axis`` (None, int or tuple) as a sorted tuple of positive axes; out of range is an error, as in NumPy."""
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, int):
-        axis = (axis,)
-    return tuple(sorted(a % ndim for a in axis)) if ndim else ()
+    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise ValueError(f"axis {a} is out of bounds for an array of dimension {ndim}")
+    return tuple(sorted(int(a) % ndim for a in axes))
+
+
+def _kept_shape(in_shape, axis) -> tuple:
+    """The shape a reduction over ``axis`` has with ``keepdims=True``: 1 along every reduced axis."""
+    kept = list(in_shape)
+    for a in _axes(axis, len(in_shape)):
+        kept[a] = 1
+    return tuple(kept)
 
 
 def _unreduce(g, in_shape, axis, keepdims):
     """Broadcast the gradient of a reduction back to the reduced input's shape."""
     if not keepdims:
-        kept = list(in_shape)
-        for a in _axes(axis, len(in_shape)):
-            kept[a] = 1
-        g = g.reshape(tuple(kept))
+        g = g.reshape(_kept_shape(in_shape, axis))
     return g.broadcast_to(in_shape)
-
-
-def _keep(arr: np.ndarray, in_shape, axis, keepdims) -> np.ndarray:
-    """An output array reshaped as if the reduction had kept its dimensions."""
-    if keepdims:
-        return arr
-    kept = list(in_shape)
-    for a in _axes(axis, len(in_shape)):
-        kept[a] = 1
-    return arr.reshape(kept)
 
 
 def _count(in_shape, axis) -> int:
     return int(np.prod([in_shape[a] for a in _axes(axis, len(in_shape))], dtype=np.int64))
 
 
-def _blas_summable(x: np.ndarray) -> bool:
-    """Whether a sum over x's last or leading axes is better done by BLAS, as a product with ones.
-
-    Float32/64, C-contiguous (NumPy reduces other layouts well enough), and big
-    enough that the saving outweighs the call.
-    """
-    return x.dtype in (np.float32, np.float64) and x.ndim >= 2 and x.flags.c_contiguous and x.size >= 1024
-
-
-@functools.lru_cache(maxsize=64)
-def _ones(n: int, dtype: np.dtype) -> np.ndarray:
-    """A read-only vector of n ones, made once: the other operand of the sums done as products."""
-    ones = np.ones(n, dtype=dtype)
-    ones.flags.writeable = False
-    return ones
-
-
-def _row_sum(x: np.ndarray, keepdims: bool = False) -> np.ndarray:
-    """Sum over the last axis, as ``x.sum(axis=-1)`` but several times faster on many short rows.
-
-    NumPy reduces a short last axis one row at a time (a (4096, 64) sum spends
-    most of its time starting rows), so attention and layer-norm rows go to BLAS
-    as one matrix-vector product with a vector of ones instead. BLAS adds a row
-    in a few interleaved partial sums (NumPy sums pairwise); for rows of up to
-    4096 that is within a few float32 ulps of NumPy's result, and longer rows
-    and other dtypes take NumPy's own sum.
-    """
-    n = x.shape[-1] if x.ndim else 0
-    if _blas_summable(x) and 1 < n <= 4096:
-        total = x.reshape(-1, n) @ _ones(n, x.dtype)  # (rows,)
-        return total.reshape(x.shape[:-1] + ((1,) if keepdims else ()))
-    return x.sum(axis=-1, keepdims=keepdims)
-
-
-def _row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """sum(a * b) over the last axis, kept as (..., 1): one multiply-and-add pass, no (..., n) temporary."""
-    return np.einsum("...i,...i->...", a, b)[..., None]
-
-
-def _const(mask: np.ndarray, like) -> Any:
+def _const(mask: np.ndarray, like: Tensor) -> Tensor:
     """Wrap a constant array (a 0/1 mask, say) so it multiplies in ``like``'s dtype."""
-    from .tensor import Tensor
-
     return Tensor._wrap(mask.astype(like.dtype, copy=False))
 
 
@@ -291,16 +305,7 @@ class pow:
     samples = [sample((3, 4), exponent=3), sample((3, 4), domain=(0.5, 2.0), exponent=-1.5)]
 
     def forward(x, *, exponent):
-        # NumPy's float32 power is ~100x slower than a multiply; spell out the common exponents.
-        if exponent == 2:
-            return x * x
-        if exponent == 3:
-            return x * x * x
-        if exponent == 0.5:
-            return np.sqrt(x)
-        if exponent == -0.5:
-            return 1 / np.sqrt(x)
-        return x ** exponent
+        return kernels.power(x, exponent)  # = x ** exponent
 
     def vjp(g, out, x, *, exponent):
         if exponent == 0:  # x ** 0 is constant; x ** -1 would make 0 * inf = NaN at x = 0
@@ -474,91 +479,13 @@ class abs:
         return (g * _const(np.sign(x.data), g),)
 
 
-def _erf_array(x: np.ndarray) -> np.ndarray:
-    """erf on an ndarray. NumPy has no erf: SciPy's when installed, else ``_erf_kernel`` (as accurate)."""
-    try:
-        from scipy.special import erf as scipy_erf
-    except ImportError:
-        work = np.float32 if x.dtype in (np.float16, np.float32) else np.float64  # ints: float64, as NumPy
-        out = _blockwise(_erf_kernel, x.astype(work, copy=False))
-        return out.astype(x.dtype if x.dtype.kind == "f" else work, copy=False)
-    return scipy_erf(x).astype(x.dtype, copy=False)
-
-
-@functools.cache
-def _erf_fits(dtype: np.dtype) -> tuple:
-    """Chebyshev coefficients for erf in ``dtype``, fitted once to Python's math.erf and math.erfc.
-
-    * |x| <= 1: erf(x) = x * P(x**2), P interpolating erf(sqrt t) / sqrt t on
-      [0, 1]: smooth in t, and x * P keeps erf's relative accuracy near 0.
-    * 1 < |x| < cutoff: erf(x) = 1 - exp(-x**2) * Q(|x|), Q interpolating
-      erfc(z) * exp(z**2), which only falls from 0.43 to 0.09 there.
-    * |x| >= cutoff: erfc(cutoff) is below the dtype's resolution at 1, so erf is 1.
-    The degrees (10 and 24 for float64 with cutoff 6; 6 and 12 for float32 with
-    cutoff 4) bring the error under about one unit in the last place.
-    """
-    from numpy.polynomial import Chebyshev
-
-    def fit(f, degree, domain):
-        return Chebyshev.interpolate(lambda ts: np.array([f(float(t)) for t in ts]), degree, domain=domain).coef
-
-    near_degree, tail_degree, cutoff = (10, 24, 6.0) if dtype == np.float64 else (6, 12, 4.0)
-    near = fit(lambda t: math.erf(math.sqrt(t)) / math.sqrt(t) if t > 0 else 2 / math.sqrt(math.pi),
-               near_degree, [0, 1])
-    tail = fit(lambda z: math.erfc(z) * math.exp(z * z), tail_degree, [1, cutoff])
-    return near.astype(dtype), tail.astype(dtype), cutoff
-
-
-def _chebyshev(coef: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """sum_k coef[k] T_k(s) for s in [-1, 1], by Clenshaw's recurrence with in-place passes."""
-    later, latest, scratch = np.zeros_like(s), np.zeros_like(s), np.empty_like(s)  # b[k+2], b[k+1]
-    two_s = s + s
-    for c in coef[:0:-1]:
-        np.multiply(two_s, latest, out=scratch)  # b[k] = c[k] + 2 s b[k+1] - b[k+2]
-        scratch -= later
-        scratch += c
-        later, latest, scratch = latest, scratch, later
-    latest *= s
-    latest -= later
-    latest += coef[0]
-    return latest
-
-
-def _erf_kernel(out: np.ndarray, x: np.ndarray) -> None:
-    """out = erf(x) in x's dtype (float32 or float64), from ``_erf_fits``; NaN stays NaN, erf(+-inf) = +-1.
-
-    Both pieces are evaluated on the whole block (clamped to their intervals) and
-    the right one picked per element: cheaper than gathering each piece's elements.
-    """
-    near_coef, tail_coef, cutoff = _erf_fits(x.dtype)
-    z = np.abs(x)
-    zn = np.minimum(z, 1)
-    t = zn * zn
-    t += t
-    t -= 1  # x**2 on [0, 1], mapped onto [-1, 1]
-    near = _chebyshev(near_coef, t)
-    near *= zn
-    zt = np.clip(z, 1, cutoff)  # at the cutoff, 1 - erfc rounds to 1: |x| beyond it gets 1
-    s = zt + zt
-    s -= 1 + cutoff
-    s /= cutoff - 1  # [1, cutoff] mapped onto [-1, 1]
-    tail = _chebyshev(tail_coef, s)
-    np.multiply(zt, zt, out=zt)
-    np.negative(zt, out=zt)
-    tail *= np.exp(zt, out=zt)
-    np.subtract(1, tail, out=tail)
-    np.copyto(out, tail)
-    np.copyto(out, near, where=z <= 1)  # (NaN compares False: it keeps the tail's NaN)
-    np.copysign(out, x, out=out)
-
-
 @op(method="erf")
 class erf:
     """The error function, 2/sqrt(pi) * integral of exp(-t**2) from 0 to x (for exact GELU)."""
     samples = [sample((3, 4))]
 
     def forward(x):
-        return np.asarray(_erf_array(x))
+        return kernels.erf(x)  # = math.erf of each element
 
     def vjp(g, out, x):
         return (g * (2.0 / math.sqrt(math.pi)) * (-(x * x)).exp(),)
@@ -590,16 +517,7 @@ class sum:
     samples = _REDUCE
 
     def forward(x, *, axis=None, keepdims=False):
-        axes = _axes(axis, x.ndim)
-        if x.ndim >= 2 and axes == (x.ndim - 1,):
-            return _row_sum(x, keepdims)
-        if 0 < len(axes) < x.ndim and axes == tuple(range(len(axes))) and _blas_summable(x):
-            # Over the leading axes (a bias's gradient summed over batch and time): ones @ rows,
-            # a third of the time of NumPy's sum on (B*T, d) activations.
-            rows = x.reshape(-1, int(np.prod(x.shape[len(axes):])))  # (B*T, rest)
-            total = _ones(rows.shape[0], x.dtype) @ rows
-            return total.reshape((1,) * len(axes) * keepdims + x.shape[len(axes):])
-        return x.sum(axis=axis, keepdims=keepdims)
+        return kernels.sum(x, axis, keepdims)  # = x.sum(axis=axis, keepdims=keepdims)
 
     def vjp(g, out, x, *, axis=None, keepdims=False):
         return (_unreduce(g, x.shape, axis, keepdims),)
@@ -611,11 +529,7 @@ class mean:
     samples = _REDUCE
 
     def forward(x, *, axis=None, keepdims=False):
-        if _blas_summable(x) and _axes(axis, x.ndim) == (x.ndim - 1,):
-            total = _row_sum(x, keepdims)
-            total *= np.asarray(1.0 / x.shape[-1], dtype=x.dtype)
-            return total
-        return x.mean(axis=axis, keepdims=keepdims)
+        return kernels.mean(x, axis, keepdims)  # = x.mean(axis=axis, keepdims=keepdims)
 
     def vjp(g, out, x, *, axis=None, keepdims=False):
         return (_unreduce(g, x.shape, axis, keepdims) * (1.0 / _count(x.shape, axis)),)
@@ -637,7 +551,7 @@ class var:
 def _extreme_vjp(g, out, x, axis, keepdims):
     # Every element equal to the extreme gets an equal share of the gradient
     # (ties split it evenly, so the total is preserved).
-    hit = x.data == _keep(out.data, x.shape, axis, keepdims)
+    hit = x.data == out.data.reshape(_kept_shape(x.shape, axis))
     share = hit / hit.sum(axis=axis, keepdims=True)
     return (_unreduce(g, x.shape, axis, keepdims) * _const(share, g),)
 
@@ -667,13 +581,8 @@ class min:
 
 
 def _stable_max(x: np.ndarray, axis) -> np.ndarray:
-    """max over axis (kept), with rows that are all -inf given 0 so x - max stays finite.
-
-    ``fmax`` skips NaN where ``max`` stops to propagate it, and runs a fifth faster
-    on short rows; a shift is all this is, and a NaN in a row still makes its
-    softmax NaN through the sum.
-    """
-    m = np.fmax.reduce(x, axis=axis, keepdims=True)
+    """x's max over ``axis`` (kept) to shift exp by; 0 for a row that is all -inf, so x - max stays finite."""
+    m = x.max(axis=axis, keepdims=True)
     return np.where(np.isfinite(m), m, 0).astype(x.dtype, copy=False)
 
 
@@ -692,16 +601,6 @@ class logsumexp:
         return (_unreduce(g, x.shape, axis, keepdims) * x.softmax(axis=_axes(axis, x.ndim)),)
 
 
-def _softmax_in_place(shifted: np.ndarray, axis) -> np.ndarray:
-    """exp(shifted) / sum(exp(shifted)) over ``axis``, overwriting ``shifted`` (x minus its stable max)."""
-    e = np.exp(shifted, out=shifted)
-    last = e.ndim >= 2 and _axes(axis, e.ndim) == (e.ndim - 1,)
-    total = _row_sum(e, keepdims=True) if last else e.sum(axis=axis, keepdims=True)
-    total[total == 0] = 1  # an all -inf row: 0 / 1 = 0 weights
-    e /= total
-    return e
-
-
 @op(method="softmax")
 class softmax:
     """exp(x) / sum(exp(x)) over ``axis``, stable for large inputs.
@@ -713,42 +612,11 @@ class softmax:
                sample(np.array([[0.3, -np.inf, 1.2], [-np.inf, -np.inf, -np.inf]]))]
 
     def forward(x, *, axis=-1):
-        return _softmax_in_place(x - _stable_max(x, axis), axis)
+        return kernels.softmax(x, axis)  # = exp(x - m) / sum(exp(x - m)), m = x.max(axis) (0 for all -inf)
 
     def vjp(g, out, x, *, axis=-1):
-        return (out.softmax_grad(g, axis=axis),)
-
-
-@op(method="softmax_grad")
-class softmax_grad:
-    """softmax's backward as one primitive: ``scale * out * (g - sum(g * out))`` over ``axis``, out = softmax(x).
-
-    Fused: the row sums are one multiply-and-add pass with no temporary, and the
-    rest is done in place, where the composite makes four ops and three arrays
-    the size of the attention weights. ``scale`` (default 1) multiplies the
-    result in the same place: attention's VJP scales it once there, rather than
-    the two products it is used in.
-    """
-    samples = [sample((3, 5), (3, 5)), sample((2, 3, 4), (2, 3, 4), axis=1), sample((3, 5), (3, 5), scale=0.3)]
-
-    def forward(out, g, *, axis=-1, scale=1.0):
-        if out.ndim >= 2 and _axes(axis, out.ndim) == (out.ndim - 1,) and out.shape == g.shape:
-            dot = _row_dot(g, out)  # (..., 1)
-        else:
-            dot = (g * out).sum(axis=axis, keepdims=True)
-        grad = np.subtract(g, dot, dtype=np.result_type(g, out))
-        grad *= out
-        if scale != 1.0:
-            grad *= scale  # in cache: grad was just written
-        return grad
-
-    def vjp(u, grad, out, g, *, axis=-1, scale=1.0):
-        # grad is bilinear in (out, g): with s = sum(g * out), grad = scale * (out * g - out * s), so
-        # d/dg (u . grad) = softmax_grad(out, u) * scale and
-        # d/dout (u . grad) = scale * (u * (g - s) - g * sum(u * out)).
-        s = (g * out).sum(axis=axis, keepdims=True)
-        grad_out = u * (g - s) - g * (u * out).sum(axis=axis, keepdims=True)
-        return grad_out * scale if scale != 1.0 else grad_out, out.softmax_grad(u, axis=axis, scale=scale)
+        # The Jacobian of softmax is diag(out) - out out^T, so J^T g = out * (g - sum(g * out)).
+        return (out * (g - (g * out).sum(axis=axis, keepdims=True)),)
 
 
 @op(method="log_softmax")
@@ -778,11 +646,7 @@ class matmul:
                sample((4,), (4, 5)), sample((3, 4), (4,)), sample((4,), (4,)), sample((2, 3, 4), (4,))]
 
     def forward(a, b):
-        if a.ndim > 2 and b.ndim == 2:
-            # (B, T, K) @ (K, N) as one (B*T, K) @ (K, N) product: one BLAS call, not B of them.
-            # (reshape copies a strided `a`, which NumPy's batched matmul would not hand to BLAS.)
-            return (a.reshape(-1, a.shape[-1]) @ b).reshape(a.shape[:-1] + b.shape[-1:])
-        return a @ b
+        return kernels.matmul(a, b)  # = a @ b
 
     def vjp(g, out, a, b):
         # Promote 1-D operands to matrices, as NumPy does, and undo it at the end.
@@ -794,18 +658,10 @@ class matmul:
         if b.ndim == 1:
             g2 = g2.reshape(g2.shape + (1,))
         ga = g2 @ b2.swapaxes(-1, -2)
-        if b2.ndim == 2:
-            # A weight matrix shared across the batch: fold the batch into the rows
-            # so its gradient is one matmul, not a stack of them summed afterwards.
-            a_rows = a2.reshape(-1, a2.shape[-1]) if a2.ndim > 2 else a2  # (N, K)
-            g_rows = g2.reshape(-1, g2.shape[-1]) if g2.ndim > 2 else g2  # (N, M)
-            if b.data.flags.f_contiguous and not b.data.flags.c_contiguous:
-                # b is a transposed weight (nn.Linear's x @ W.T): produce its gradient in the
-                # same memory order, so W's gradient comes back C-ordered like W itself and the
-                # optimizer's elementwise passes over (W, grad) stay contiguous.
-                gb = (g_rows.T @ a_rows).T
-            else:
-                gb = a_rows.T @ g_rows
+        if b2.ndim == 2 and a2.ndim > 2:
+            # A weight matrix shared across the batch: fold the batch into the rows, so its
+            # gradient is one (K, N) product rather than a (B, K, N) stack summed afterwards.
+            gb = a2.reshape(-1, a2.shape[-1]).T @ g2.reshape(-1, g2.shape[-1])
         else:
             gb = a2.swapaxes(-1, -2) @ g2
         if a.ndim == 1:
@@ -813,115 +669,6 @@ class matmul:
         if b.ndim == 1:
             gb = gb.squeeze(-1)
         return ga, gb
-
-
-def _einsum_terms(subscripts: str, shapes: list[tuple]) -> tuple[list[str], str]:
-    """(["ij", "jk"], "ik") from "ij,jk->ik" and the operands' shapes, checked, with every label explicit.
-
-    ``...`` becomes unused letters, one per axis it covers, right-aligned
-    across operands as broadcasting aligns them, so that the VJP can sum over
-    them like any label (NumPy's einsum will not sum over an ellipsis). Without
-    "->" the output is NumPy's implicit one: "..." if any operand has it, then
-    the labels used exactly once, in alphabetical order.
-    """
-    if not isinstance(subscripts, str):
-        raise TypeError(f"subscripts must be a string like 'ij,jk->ik', got {type(subscripts).__name__}")
-    compact = subscripts.replace(" ", "").replace("...", ".")
-    lhs, arrow, rhs = compact.partition("->")
-    terms = lhs.split(",")
-    if len(terms) != len(shapes):
-        raise ValueError(f"subscripts {subscripts!r} name {len(terms)} operand(s), but {len(shapes)} were given")
-    if not arrow:
-        once = sorted(label for label in set(lhs) if lhs.count(label) == 1 and label.isalpha())
-        rhs = ("." if "." in lhs else "") + "".join(once)
-    for term, shape in zip(terms, shapes):
-        if not all(label.isascii() and (label.isalpha() or label == ".") for label in term) or term.count(".") > 1:
-            raise ValueError(f"subscripts {subscripts!r}: labels are letters, and '...' comes at most once per "
-                             f"operand")
-        if len(set(term)) != len(term):
-            raise ValueError(f"subscripts {subscripts!r}: a label repeated within one operand (a diagonal or "
-                             f"trace) is not supported")
-        if len(shape) < len(term) - ("." in term) or ("." not in term and len(shape) != len(term)):
-            raise ValueError(f"subscripts {subscripts!r}: term {term.replace('.', '...')!r} does not fit an "
-                             f"operand of shape {shape}")
-    rank = 0  # the axes "..." covers, most over the operands (the builtin max is shadowed here by the op)
-    for term, shape in zip(terms, shapes):
-        if "." in term:
-            rank = rank if rank > len(shape) - len(term) + 1 else len(shape) - len(term) + 1
-    free = [letter for letter in string.ascii_uppercase + string.ascii_lowercase if letter not in compact]
-    if rank > len(free):
-        raise ValueError(f"subscripts {subscripts!r}: '...' covers {rank} axes, more than the unused letters")
-    ellipsis = "".join(free[:rank])
-    inputs = [term.replace(".", ellipsis[rank - (len(shape) - len(term) + 1):]) for term, shape in zip(terms, shapes)]
-    return inputs, rhs.replace(".", ellipsis)
-
-
-@op()
-class einsum:
-    """Einstein summation, as ``np.einsum``: ``mg.einsum("bhqd,bhkd->bhqk", q, k)``.
-
-    Every operand's labels (letters) are its axes; labels missing from
-    the output are summed over; ``...`` stands for leading axes that broadcast.
-    Each label may appear once per operand (no diagonals or traces). The VJP is
-    einsum again: an operand's gradient contracts the output's gradient with
-    the other operands, and is the same all along the labels only it has.
-    """
-    samples = [sample((3, 4), (4, 5), subscripts="ij,jk->ik"), sample((2, 3, 4), (2, 3, 4), subscripts="bti,bti->i"),
-               sample((2, 3, 4), (4,), subscripts="...i,i->..."), sample((3, 4), subscripts="ij->j"),
-               sample((3,), (4,), subscripts="i,j"), sample((2, 1, 4), (3, 4), (4,), subscripts="...i,...i,i->i")]
-
-    def forward(*operands, subscripts):
-        inputs, output = _einsum_terms(subscripts, [x.shape for x in operands])
-        return np.asarray(np.einsum(",".join(inputs) + "->" + output, *operands))
-
-    def vjp(g, out, *operands, subscripts):
-        inputs, output = _einsum_terms(subscripts, [x.shape for x in operands])
-        grads = []
-        for i, x in enumerate(operands):
-            if not x.requires_grad:  # a constant operand (layer norm's xhat, say): no contraction to run
-                grads.append(None)
-                continue
-            others = inputs[:i] + inputs[i + 1:]
-            known = set(output).union(*others)
-            kept = "".join(label for label in inputs[i] if label in known)
-            grad = einsum(g, *operands[:i], *operands[i + 1:], subscripts=",".join([output, *others]) + "->" + kept)
-            if kept != inputs[i]:  # summed over labels only x has: put them back as size-1 axes
-                sizes = iter(grad.shape)
-                grad = grad.reshape(tuple(next(sizes) if label in kept else 1 for label in inputs[i]))
-            if grad.shape != x.shape:
-                # Size 1 along an axis where x is bigger: the gradient is the same all along it. (Where
-                # x's axis is the size-1 one, broadcast, the engine sums the gradient back to it.)
-                grad = grad.broadcast_to(np.broadcast_shapes(grad.shape, x.shape))
-            grads.append(grad)
-        return tuple(grads)
-
-
-@op()
-class linear:
-    """x @ weight.T + bias with weight stored (out, in), as PyTorch's F.linear; the bias is optional.
-
-    Composite: ``x @ weight.T + bias``. A primitive because every projection in a
-    transformer is one: fused, the bias is added in place, the batch is folded
-    into one BLAS call, and the weight's gradient comes out directly in the
-    weight's own (out, in) layout, with no transposes recorded either way.
-    """
-    samples = [sample((3, 4), (5, 4), (5,)), sample((2, 3, 4), (5, 4), (5,)), sample((2, 3, 4), (5, 4)),
-               sample((4,), (5, 4), (5,))]
-
-    def forward(x, weight, *bias):
-        rows = x.reshape(-1, x.shape[-1])  # (N, in)
-        out = rows @ weight.T  # (N, out)
-        if bias:
-            out += bias[0]
-        return out.reshape(x.shape[:-1] + weight.shape[:1])  # (..., out)
-
-    def vjp(g, out, x, weight, *bias):
-        g_rows = g.reshape(-1, g.shape[-1])  # (N, out)
-        grad_x = g @ weight  # (..., in): matmul folds the batch into one BLAS call
-        grad_weight = g_rows.T @ x.reshape(-1, x.shape[-1])  # (out, in)
-        if not bias:
-            return grad_x, grad_weight
-        return grad_x, grad_weight, g_rows.sum(axis=0)  # (out,): summed here, not reshaped back by the engine
 
 
 # --------------------------------------------------------------------------------------
@@ -950,7 +697,7 @@ class transpose:
         return x.transpose(axes)
 
     def vjp(g, out, x, *, axes=None):
-        inverse = None if axes is None else tuple(sorted(range(len(axes)), key=lambda i: axes[i] % len(axes)))
+        inverse = None if axes is None else tuple(sorted(range(x.ndim), key=lambda i: axes[i] % x.ndim))
         return (g.transpose(inverse),)
 
 
@@ -964,12 +711,6 @@ class broadcast_to:
 
     def vjp(g, out, x, *, shape):
         return (g,)
-
-
-def _has_array(index) -> bool:
-    """True when an index uses advanced (array) indexing, where elements can repeat."""
-    parts = index if isinstance(index, tuple) else (index,)
-    return any(isinstance(p, np.ndarray) for p in parts)
 
 
 @op()
@@ -988,39 +729,14 @@ class getitem:
         return (g.scatter_add(index=index, shape=x.shape),)
 
 
-def _add_rows(out: np.ndarray, index: np.ndarray, g: np.ndarray) -> None:
-    """out[index] += g with repeated indices accumulating, for an integer array indexing axis 0.
-
-    ``np.add.at`` does this one element at a time (1.8 ms for a (16, 64) batch of
-    token ids into a (65, 128) table); sorting the ids and summing each run of
-    equal ones with ``np.add.reduceat`` does it in whole rows (0.36 ms).
-    """
-    ids = index.ravel()
-    if ids.size == 0:
-        return
-    ids = np.where(ids < 0, ids + out.shape[0], ids)  # NumPy's negative indices
-    rows = g.reshape(ids.size, -1)  # (N, rest): g has the shape index.shape + out.shape[1:]
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-    starts = np.flatnonzero(np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1])))  # each run's first
-    out.reshape(out.shape[0], -1)[sorted_ids[starts]] += np.add.reduceat(rows[order], starts, axis=0)
-
-
-@op()
+@op(method="scatter_add")
 class scatter_add:
     """A zero array of ``shape`` with g added at ``index`` (repeats accumulate): getitem's VJP."""
     samples = [sample((2, 5), index=(slice(1, 3),), shape=(4, 5)),
                sample((4, 5), index=np.array([0, 2, 2, 3]), shape=(4, 5))]
 
     def forward(g, *, index, shape):
-        out = np.zeros(shape, dtype=g.dtype)
-        if isinstance(index, np.ndarray) and index.dtype.kind in "iu" and out.ndim >= 1:
-            _add_rows(out, index, g)  # an embedding's backward: the common case, made fast
-        elif _has_array(index):
-            np.add.at(out, index, g)
-        else:
-            out[index] = g
-        return out
+        return kernels.scatter_add(g, index, shape)  # = np.add.at(np.zeros(shape), index, g)
 
     def vjp(gg, out, g, *, index, shape):
         return (gg[index],)
@@ -1078,396 +794,52 @@ class triu:
 
 
 # --------------------------------------------------------------------------------------
-# Fused primitives
-#
-# Each of these could be written as a composite of the ops above (and is, in the
-# comments). They are primitives because the composite makes many passes over
-# memory and many graph nodes per call, and the layers of a transformer call them
-# on every token of every layer. Their VJPs are still Tensor ops, so they are
-# differentiable twice, and the tests gradcheck them like any other op.
+# Tensor methods with NumPy's call forms (x.reshape(2, 3) as well as x.reshape((2, 3)))
 # --------------------------------------------------------------------------------------
 
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-_GELU_CUBIC = 0.044715
+
+def _shape_arg(shape: tuple) -> tuple:
+    return tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], tuple | list) else tuple(shape)
 
 
-# Elements per block for _blockwise: a block of GELU's input, its output and two
-# temporaries (4 x 256 KiB in float32) stay in a core's L2 cache between passes.
-_BLOCK = 1 << 16
+def _reshape(self, *shape) -> Tensor:
+    """The same data in a new shape: ``x.reshape(2, -1)`` or ``x.reshape((2, -1))``."""
+    return reshape(self, shape=_shape_arg(shape))
 
 
-def _blockwise(kernel: Callable, x: np.ndarray, *more: np.ndarray, outputs: int = 1):
-    """``kernel(*outs, x, *more)`` over blocks of big arrays, so its many passes run in cache.
-
-    An elementwise formula in NumPy is one pass over memory per operation; over
-    the (B, T, 4 d) activations of an MLP those passes go out to main memory.
-    Done a block at a time, every pass after the first finds its data in cache.
-    ``kernel`` writes its ``outputs`` arrays (x's shape) in place from ``x`` and
-    any ``more`` arrays of x's shape; they are returned (one, or a tuple).
-    """
-    dtype = np.result_type(x, *more) if x.dtype.kind == "f" else np.float64
-    flat = [np.ascontiguousarray(a, dtype=dtype).reshape(-1) for a in (x, *more)]
-    outs = [np.empty(x.shape, dtype=dtype) for _ in range(outputs)]
-    flat_outs = [out.reshape(-1) for out in outs]
-    for start in range(0, x.size, _BLOCK):
-        block = slice(start, start + _BLOCK)
-        kernel(*(out[block] for out in flat_outs), *(a[block] for a in flat))
-    return outs[0] if outputs == 1 else tuple(outs)
+def _transpose(self, *axes) -> Tensor:
+    """Permute the axes: ``x.transpose(1, 0, 2)``; no axes reverses them."""
+    axes = axes[0] if len(axes) == 1 and isinstance(axes[0], tuple | list | type(None)) else axes
+    return transpose(self, axes=tuple(axes) if axes else None)
 
 
-def _gelu_tanh_inner(out: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """out = tanh(sqrt(2/pi) * (x + 0.044715 x**3)), written as in-place passes over ``out``."""
-    np.square(x, out=out)  # (np.square is one read of x; np.multiply(x, x) reads it twice)
-    out *= _SQRT_2_OVER_PI * _GELU_CUBIC
-    out += _SQRT_2_OVER_PI
-    out *= x
-    return np.tanh(out, out=out)
+def _broadcast_to(self, *shape) -> Tensor:
+    """Broadcast to ``shape`` (a view); the gradient is summed back to this tensor's shape."""
+    shape = _shape_arg(shape)
+    return self if shape == self.shape else broadcast_to(self, shape=shape)
 
 
-def _gelu_tanh_gate_kernel(gate: np.ndarray, x: np.ndarray) -> None:
-    """gate = 0.5 * (1 + tanh(...)), in place."""
-    _gelu_tanh_inner(gate, x)
-    gate += 1.0
-    gate *= 0.5
+def _getitem(self, index) -> Tensor:
+    """``x[index]``, with NumPy's indexing; Tensors and lists in the index are taken as arrays."""
+    def as_array(part):
+        if isinstance(part, Tensor):
+            return part.data
+        return np.asarray(part) if isinstance(part, list) else part
+
+    return getitem(self, index=tuple(map(as_array, index)) if isinstance(index, tuple) else as_array(index))
 
 
-def _gelu_tanh_kernel(out: np.ndarray, gate: np.ndarray, x: np.ndarray) -> None:
-    """gate = 0.5 * (1 + tanh(...)) and out = x * gate, in place."""
-    _gelu_tanh_gate_kernel(gate, x)
-    np.multiply(x, gate, out=out)
+def _pow(self, exponent) -> Tensor:
+    """``x ** 2`` (a number exponent) or ``x ** y`` (a tensor exponent, x positive)."""
+    if isinstance(exponent, Tensor | np.ndarray):
+        return pow_tensor(self, exponent)
+    return pow(self, exponent=exponent)
 
 
-def _gelu_tanh_grad_kernel(out: np.ndarray, x: np.ndarray, gate: np.ndarray, g: np.ndarray) -> None:
-    """out = g * gelu'(x) from the gate r = 0.5 (1 + t): gelu' = r (1 + 2 x du (1 - r)), with no tanh.
-
-    (gelu = x r, and r' = (1 - t**2) du / 2 = 2 r (1 - r) du, as 1 - t**2 = 4 r (1 - r).)
-    """
-    np.square(x, out=out)
-    out *= 6 * _SQRT_2_OVER_PI * _GELU_CUBIC
-    out += 2 * _SQRT_2_OVER_PI
-    out *= x  # 2 x du, du = d(u)/dx = sqrt(2/pi) (1 + 3 * 0.044715 x**2)
-    out *= np.subtract(1.0, gate)
-    out += 1.0
-    out *= gate
-    out *= g
-
-
-def _gelu_erf_grad_kernel(out: np.ndarray, x: np.ndarray, gate: np.ndarray, g: np.ndarray) -> None:
-    """out = g * gelu'(x) from the gate Phi(x): gelu' = Phi(x) + x phi(x), phi the normal density."""
-    np.square(x, out=out)
-    out *= -0.5
-    np.exp(out, out=out)
-    out *= x
-    out *= _INV_SQRT_2PI
-    out += gate
-    out *= g
-
-
-def _gelu_erf_gate(x: np.ndarray) -> np.ndarray:
-    """Phi(x) = 0.5 * (1 + erf(x / sqrt 2)), the normal CDF: exact GELU's gate."""
-    gate = _erf_array(x * (1 / math.sqrt(2.0)))  # a Python float keeps float32 float32 (NumPy 2), ints -> float64
-    gate += 1.0
-    gate *= 0.5
-    return gate
-
-
-@op()
-class gelu:
-    """GELU: x * Phi(x), exact with erf (``approximate="none"``) or GPT-2's tanh form (``"tanh"``).
-
-    Composite: ``0.5 * x * (1 + erf(x / sqrt(2)))`` or
-    ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x**3)))``. The forward keeps
-    the gate (Phi(x), or its tanh form) that multiplies x: the derivative is a
-    few multiplications from it, with no tanh or erf again.
-    """
-    samples = [sample((3, 4)), sample((3, 4), approximate="tanh")]
-
-    def forward(x, *, approximate="none"):
-        if approximate == "tanh":
-            out, gate = _blockwise(_gelu_tanh_kernel, x, outputs=2)
-        elif approximate == "none":
-            gate = _gelu_erf_gate(x)
-            out = x * gate
-        else:
-            raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
-        return out, gate
-
-    def vjp(g, out, x, *, approximate="none"):
-        return (x.gelu_grad(g, approximate=approximate, gate=out._saved),)
-
-
-@op(method="gelu_grad")
-class gelu_grad:
-    """g * d gelu(x) / dx: gelu's backward as one primitive, so it is one fused pass.
-
-    ``x.gelu_grad(g)``: g is the gradient arriving at gelu's output (pass ones
-    for the derivative itself). ``gate``: the gate gelu's forward kept for this
-    same x (Phi(x) or its tanh form; gelu's VJP passes it), so that neither tanh
-    nor erf is computed again; the result is still a function of x and g alone.
-    """
-    samples = [sample((3, 4), (3, 4)), sample((3, 4), (3, 4), approximate="tanh"), sample((3, 4), (4,))]
-
-    def forward(x, g, *, approximate="none", gate=None):
-        if approximate not in ("none", "tanh"):
-            raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
-        if gate is None:
-            gate = _blockwise(_gelu_tanh_gate_kernel, x) if approximate == "tanh" else _gelu_erf_gate(x)
-        elif gate.shape != x.shape:
-            raise ValueError(f"the gate of gelu(x) must have x's shape {x.shape}, got {gate.shape}")
-        g = np.broadcast_to(g, x.shape)  # a view; _blockwise copies it only if it is not x-shaped already
-        kernel = _gelu_tanh_grad_kernel if approximate == "tanh" else _gelu_erf_grad_kernel
-        return _blockwise(kernel, x, gate, g)
-
-    def vjp(u, out, x, g, *, approximate="none", gate=None):
-        # d/dg is gelu' again (this op with u for g); d/dx needs the second derivative, written
-        # out here (only for create_graph, so plain Tensor ops are fast enough).
-        if approximate == "tanh":
-            t = (_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x)).tanh()
-            du = _SQRT_2_OVER_PI * (1.0 + 3 * _GELU_CUBIC * x * x)
-            d2u = 6 * _SQRT_2_OVER_PI * _GELU_CUBIC * x
-            second = (1.0 - t * t) * (du + 0.5 * x * (d2u - 2.0 * t * du * du))
-        else:
-            second = (-0.5 * x * x).exp() * _INV_SQRT_2PI * (2.0 - x * x)
-        return u * g * second, x.gelu_grad(u, approximate=approximate, gate=gate)
-
-
-def _attention_scores(q: np.ndarray, k: np.ndarray, bias: tuple, scale) -> np.ndarray:
-    """q @ k^T * scale + bias, (..., Tq, Tk), in one fresh array."""
-    scores = q @ k.swapaxes(-1, -2)
-    scores *= scale
-    if bias:
-        if np.broadcast_shapes(scores.shape, bias[0].shape) == scores.shape:
-            scores += bias[0]
-        else:  # the bias has batch axes the scores lack
-            scores = scores + bias[0]
-    return scores
-
-
-def _softmax_rows_again(weights: np.ndarray, redo: np.ndarray, q, k, bias: tuple, scale) -> None:
-    """Overwrite the rows of ``weights`` marked in ``redo`` (..., Tq, 1) by a softmax shifted by each row's max.
-
-    Only the heads holding such rows have their scores computed again.
-    """
-    lead = weights.shape[:-2]
-    heads = np.nonzero(redo.any(axis=(-2, -1)))  # leading indices of the heads concerned
-    q_heads = np.broadcast_to(q, lead + q.shape[-2:])[heads]  # (n, Tq, E)
-    k_heads = np.broadcast_to(k, lead + k.shape[-2:])[heads]  # (n, Tk, E)
-    bias_heads = tuple(np.broadcast_to(b, weights.shape)[heads] for b in bias)  # (n, Tq, Tk)
-    scores = _attention_scores(q_heads, k_heads, bias_heads, scale)
-    scores -= _stable_max(scores, -1)
-    exact = _softmax_in_place(scores, -1)
-    weights[heads] = np.where(redo[heads], exact, weights[heads])
-
-
-@op()
-class attention_weights:
-    """softmax(q @ k^T * scale + bias) over the keys: attention's weights (..., Tq, Tk).
-
-    q (..., Tq, E), k (..., Tk, E), leading axes broadcast as in matmul; the
-    optional ``bias`` broadcasts to (..., Tq, Tk), and -inf in it forbids a key
-    (a row with every key forbidden gets zero weights, not NaN).
-    Composite: ``(q @ k.swapaxes(-1, -2) * scale + bias).softmax(axis=-1)``. A
-    primitive because that makes three (..., Tq, Tk) arrays, the largest of a
-    transformer's activations, where one worked on in place does, and four
-    graph nodes per layer where one does.
-    """
-    samples = [sample((2, 3, 4), (2, 5, 4), scale=0.5),
-               sample((2, 1, 3, 4), (3, 5, 4), (3, 5), scale=0.7),
-               sample((2, 3, 4), (2, 3, 4), np.where(np.tril(np.ones((3, 3), bool)), 0.0, -np.inf), scale=1.0)]
-
-    def forward(q, k, *bias, scale):
-        scores = _attention_scores(q, k, bias, scale)  # (..., Tq, Tk)
-        # exp is shifted by each row's first score, not its max: any entry of the row keeps the
-        # largest term >= 1, so nothing that matters underflows, and taking it is free, where a
-        # row max is NumPy's slowest pass here (it reduces one short row at a time). exp can
-        # overflow only if a row's scores span more than ~88 (float32); such rows, and rows
-        # whose first key is forbidden (-inf), sum to inf or NaN, and are redone with their max.
-        # Each row still depends on its own scores alone, so a causal mask stays exact.
-        with np.errstate(over="ignore", invalid="ignore"):
-            scores -= scores[..., :1].copy()  # (..., Tq, Tk) minus (..., Tq, 1)
-            weights = np.exp(scores, out=scores)
-        total = _row_sum(weights, keepdims=True)  # (..., Tq, 1)
-        redo = ~np.isfinite(total)
-        total[redo] = 1
-        weights /= total
-        if redo.any():
-            _softmax_rows_again(weights, redo, q, k, bias, scale)
-        return weights
-
-    def vjp(g, out, q, k, *bias, scale):
-        grad_scaled = out.softmax_grad(g, scale=scale)  # (..., Tq, Tk): d/d(q @ k^T), the scale taken once
-        grad_q = grad_scaled @ k  # (..., Tq, E)
-        grad_k = grad_scaled.swapaxes(-1, -2) @ q  # (..., Tk, E)
-        if not (bias and bias[0].requires_grad):  # (a mask is a constant: no gradient to make)
-            return (grad_q, grad_k) + ((None,) if bias else ())
-        return grad_q, grad_k, out.softmax_grad(g)  # the bias is added unscaled
-
-
-def _standardise(x: np.ndarray, eps: float):
-    """(xhat, rstd): x centred and scaled to unit variance over the last axis, and 1/sqrt(var + eps) (..., 1)."""
-    n = x.shape[-1]
-    xhat = x - _row_sum(x, keepdims=True) * np.asarray(1.0 / n, dtype=x.dtype)  # (..., n), a fresh array
-    var = _row_dot(xhat, xhat) * np.asarray(1.0 / n, dtype=x.dtype)  # (..., 1)
-    rstd = 1.0 / np.sqrt(var + np.asarray(eps, dtype=x.dtype))
-    xhat *= rstd
-    return xhat, rstd
-
-
-@op()
-class layer_norm:
-    """(x - mean) / sqrt(var + eps) over the last axis, then ``* weight + bias`` when given (both or neither).
-
-    Composite: ``xc = x - x.mean(-1, keepdims=True)``;
-    ``xc / (xc.var(-1, keepdims=True) + eps).sqrt() * weight + bias``.
-    ``stats``: the (xhat, 1/std) a forward on this same x computed, to reuse
-    (the VJP passes them; they are not a way to normalise with other statistics).
-    """
-    samples = [sample((3, 5), (5,), (5,), eps=1e-5), sample((2, 3, 4), (4,), (4,), eps=0.1),
-               sample((2, 3, 4), eps=0.1)]
-
-    def forward(x, *affine, eps=1e-5, stats=None):
-        if len(affine) not in (0, 2):
-            raise TypeError(f"weight and bias go together: give both or neither, got {len(affine)} of them")
-        xhat, rstd = _standardise(x, eps) if stats is None else stats
-        if not affine:
-            return xhat, (xhat, rstd)
-        weight, bias = affine
-        out = xhat * weight  # a new array: xhat is kept for the backward
-        out += bias
-        return out, (xhat, rstd)
-
-    def vjp(g, out, x, *affine, eps=1e-5, stats=None):
-        # (xhat, rstd) from this node's forward, so backward need not standardise x twice more. A
-        # stats= param (this node itself a recorded shortcut, under create_graph) holds the same arrays.
-        stats = out._saved
-        if not affine:
-            return (layer_norm_grad(g, x, eps=eps, stats=stats),)
-        weight, _ = affine
-        xhat = layer_norm(x, eps=eps, stats=stats)  # the forward's xhat (the output is xhat * weight + bias)
-        grad_weight = einsum(g, xhat, subscripts="...i,...i->i")  # sum(g * xhat) over the batch, in one pass
-        grad_bias = g.sum(axis=tuple(range(g.ndim - 1)))
-        return layer_norm_grad(g, x, weight, eps=eps, stats=stats), grad_weight, grad_bias
-
-
-@op()
-class layer_norm_grad:
-    """The gradient of ``layer_norm`` with respect to x, in fused passes (its backward, made a primitive).
-
-    With xhat = layer_norm(x) (no affine), rstd = 1/sqrt(var + eps) and v = g * weight
-    (v = g without one), the gradient is, over the last axis,
-    ``rstd * (v - mean(v) - xhat * mean(v * xhat))``: v projected off the
-    directions a shift and a rescale of x do not change. This is J v with J
-    the (symmetric) Jacobian of xhat; written as one primitive because as
-    composite it is 16 ops and as many passes, on every layer norm of a model.
-    ``stats``: (xhat, rstd) of this x when the caller has them (layer_norm's VJP does).
-    """
-    samples = [sample((3, 5), (3, 5), (5,), eps=1e-5), sample((2, 3, 4), (2, 3, 4), (4,), eps=0.1),
-               sample((2, 3, 4), (2, 3, 4), eps=0.1)]
-
-    def forward(g, x, *weight, eps=1e-5, stats=None):
-        n = x.shape[-1]
-        xhat, rstd = _standardise(x, eps) if stats is None else stats  # read only: stats are shared
-        v = g * weight[0] if weight else g.copy()  # (..., n), overwritten below
-        mean_v = _row_sum(v, keepdims=True)  # (..., 1), scaled by 1/n below
-        mean_v_xhat = _row_dot(v, xhat)  # (..., 1), scaled by 1/n below
-        inv_n = np.asarray(1.0 / n, dtype=x.dtype)
-        v -= mean_v * inv_n
-        v -= xhat * (mean_v_xhat * inv_n)
-        v *= rstd
-        return v
-
-    def vjp(u, out, g, x, *weight, eps=1e-5, stats=None):
-        # Only needed for create_graph (second derivatives of layer norm). With
-        # S = sum(u * out) per row, and J symmetric: dS/dv = J u, so dS/dg = J u * weight and
-        # dS/dweight = g * J u; dS/dx comes from rstd, mean(v * xhat) and xhat each depending on x.
-        n = x.shape[-1]
-        xc = x - x.mean(axis=-1, keepdims=True)
-        rstd = ((xc * xc).mean(axis=-1, keepdims=True) + eps) ** -0.5  # (..., 1)
-        xhat = xc * rstd
-        v = g * weight[0] if weight else g
-        ju = layer_norm_grad(u, x, eps=eps)  # J u
-        mean_v = v.mean(axis=-1, keepdims=True)
-        mean_v_xhat = (v * xhat).mean(axis=-1, keepdims=True)
-        u_sum = u.sum(axis=-1, keepdims=True)
-        u_v = (u * v).sum(axis=-1, keepdims=True)
-        u_xhat = (u * xhat).sum(axis=-1, keepdims=True)
-        grad_x = (-(rstd * rstd / n) * (u_v - mean_v * u_sum - mean_v_xhat * u_xhat) * xhat
-                  - (rstd * u_xhat / n) * out - rstd * mean_v_xhat * ju)
-        if not weight:
-            return ju, grad_x
-        return ju * weight[0], grad_x, g * ju
-
-
-@op()
-class rms_norm:
-    """x / sqrt(mean(x**2) + eps) * weight over the last axis (no centring, no bias).
-
-    Composite: ``x * ((x * x).mean(-1, keepdims=True) + eps) ** -0.5 * weight``.
-    """
-    samples = [sample((3, 5), (5,), eps=1e-6), sample((2, 3, 4), (4,), eps=0.1)]
-
-    def forward(x, weight, *, eps=1e-6):
-        mean_square = _row_dot(x, x) * np.asarray(1.0 / x.shape[-1], dtype=x.dtype)  # (..., 1)
-        out = x * (1.0 / np.sqrt(mean_square + np.asarray(eps, dtype=x.dtype)))  # (..., n)
-        out *= weight
-        return out
-
-    def vjp(g, out, x, weight, *, eps=1e-6):
-        rstd = ((x * x).mean(axis=-1, keepdims=True) + eps) ** -0.5
-        xhat = x * rstd
-        gxhat = g * weight
-        gx = rstd * (gxhat - xhat * (gxhat * xhat).mean(axis=-1, keepdims=True))
-        return gx, g * xhat
-
-
-def _target_rows(logits: np.ndarray, targets: np.ndarray, ignore_index: int):
-    """Validate targets; return (kept: bool (N,), safe_targets: int (N,) with ignored ones set to 0)."""
-    if logits.ndim != 2:
-        raise ValueError(f"logits must be (N, C), got shape {logits.shape}")
-    if targets.shape != logits.shape[:1]:
-        raise ValueError(f"targets must have shape ({logits.shape[0]},) to match logits {logits.shape}, "
-                         f"got {targets.shape}")
-    if targets.dtype.kind not in "iu":
-        raise TypeError(f"targets must be integer class indices, got {targets.dtype}")
-    kept = targets != ignore_index
-    bad = kept & ((targets < 0) | (targets >= logits.shape[1]))
-    if bad.any():
-        raise ValueError(f"target {targets[bad][0]} is out of range for {logits.shape[1]} classes")
-    return kept, np.where(kept, targets, 0)
-
-
-@op()
-class cross_entropy:
-    """Mean (or sum, or per-row) of -log softmax(logits)[target], fused and stable.
-
-    ``logits`` (N, C), ``targets`` (N,) integer; rows whose target is
-    ``ignore_index`` count for nothing (the mean is over the other rows).
-    Composite: ``-logits.log_softmax(-1)[arange(N), targets].mean()``.
-    """
-    samples = [sample((4, 5), np.array([0, 3, 4, 1])),
-               sample((4, 5), np.array([2, -100, 4, 2]), reduction="sum"),
-               sample((3, 4), np.array([1, 0, -1]), ignore_index=-1, reduction="none")]
-
-    def forward(logits, targets, *, ignore_index=-100, reduction="mean"):
-        kept, safe = _target_rows(logits, targets, ignore_index)
-        shift = logits.max(axis=-1, keepdims=True)
-        lse = np.log(np.exp(logits - shift).sum(axis=-1)) + shift[:, 0]
-        losses = np.where(kept, lse - logits[np.arange(len(safe)), safe], 0).astype(logits.dtype)
-        if reduction == "none":
-            return losses
-        if reduction == "sum":
-            return losses.sum()
-        if reduction == "mean":
-            return losses.sum() / np.asarray(np.maximum(kept.sum(), 1), dtype=logits.dtype)
-        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-
-    def vjp(g, out, logits, targets, *, ignore_index=-100, reduction="mean"):
-        kept, safe = _target_rows(logits.data, targets.data, ignore_index)
-        onehot = np.zeros(logits.shape, dtype=logits.dtype)
-        onehot[np.arange(len(safe)), safe] = 1
-        weight = kept.astype(logits.dtype)
-        if reduction == "mean":
-            weight /= np.maximum(kept.sum(), 1)
-        row_grad = g.reshape(-1, 1) * _const(weight.reshape(-1, 1), g)  # (N, 1), or (1, 1) scaled
-        return (logits.softmax(axis=-1) - _const(onehot, g)) * row_grad, None
+Tensor.reshape = _reshape
+Tensor.transpose = Tensor.permute = _transpose
+Tensor.broadcast_to = Tensor.expand = _broadcast_to
+Tensor.__getitem__ = _getitem
+Tensor.__pow__ = _pow
+Tensor.__rpow__ = lambda self, base: pow_tensor(base, self)
+Tensor.__neg__ = lambda self: neg(self)

@@ -6,99 +6,29 @@ graph; ``backward`` (in ``autograd.py``) walks it in reverse.
 
 Graph recording happens only when it can matter: when grad mode is on and at
 least one input requires grad. Everything else is a thin wrapper over NumPy.
-Tensor methods and operators are bound from the op table at the bottom of this
-file, so adding an op to the table adds its method too.
+Most Tensor methods and operators (``+``, ``@``, ``.sum()``, ``.exp()``...) are
+bound by the op table in ``ops.py`` as each op is registered, so adding an op
+adds its method too; this file holds the array-like basics.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-import threading
-import traceback
-
 import numpy as np
 
-from . import ops as _ops
-from .ops import OPS, Op
+from .anomaly import check_forward, user_frame
+from .modes import (  # noqa: F401  (re-exported: minigrad.tensor.no_grad was their home)
+    composite_mode,
+    enable_grad,
+    is_grad_enabled,
+    module_scope,
+    no_grad,
+    set_grad_enabled,
+)
+from .modes import state as _state
 
 
 class OpError(ValueError):
     """Bad input to an op: the message names the op, the shapes and the dtypes."""
-
-
-# --------------------------------------------------------------------------------------
-# Global modes: grad on/off, anomaly detection, the current module scope
-# --------------------------------------------------------------------------------------
-
-
-class _State(threading.local):
-    grad_enabled = True
-    anomaly = False
-    scope: tuple = ()  # the modules whose forward is running, outermost first (for viz)
-
-
-_state = _State()
-
-
-class set_grad_enabled:
-    """Turn graph recording on or off inside a ``with`` block or a decorated function."""
-
-    def __init__(self, mode: bool):
-        self.mode = bool(mode)
-        self._prev: list[bool] = []  # a stack, so one object can be entered again while active
-
-    def __enter__(self):
-        self._prev.append(_state.grad_enabled)
-        _state.grad_enabled = self.mode
-
-    def __exit__(self, *exc):
-        _state.grad_enabled = self._prev.pop()
-
-    def __call__(self, fn):
-        # A fresh context per call: one shared object would mix up the saved modes of
-        # a decorated function that recurses or runs in two threads at once.
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with set_grad_enabled(self.mode):
-                return fn(*args, **kwargs)
-
-        return wrapper
-
-
-class no_grad(set_grad_enabled):
-    """Record no graph (inference, optimizer updates): ``with no_grad():`` or ``@no_grad()``."""
-
-    def __init__(self):
-        super().__init__(False)
-
-
-class enable_grad(set_grad_enabled):
-    """Record the graph again inside a ``no_grad`` region."""
-
-    def __init__(self):
-        super().__init__(True)
-
-
-def is_grad_enabled() -> bool:
-    return _state.grad_enabled
-
-
-class module_scope:
-    """Mark ops run inside ``module``'s forward (nn.Module does this); viz draws them as a cluster.
-
-    A class rather than a generator-based context manager: every module call enters one.
-    """
-
-    def __init__(self, module):
-        self.module = module
-
-    def __enter__(self):
-        self.prev = _state.scope
-        _state.scope = self.prev + (self.module,)
-
-    def __exit__(self, *exc):
-        _state.scope = self.prev
 
 
 # --------------------------------------------------------------------------------------
@@ -131,7 +61,7 @@ class Tensor:
         self.data = _to_array(data, dtype)
         self.grad: Tensor | None = None
         self.name = name
-        self._op: Op | None = None
+        self._op = None  # the ops.Op that made this tensor, while it is in a recorded graph
         self._inputs: tuple | None = ()
         self._params: dict | None = None
         self._saved = None  # what the op's forward kept for its VJP (see ops.py), while the graph lives
@@ -257,42 +187,21 @@ class Tensor:
         self._hooks.append(fn)
         return _HookHandle(self._hooks, fn)
 
-    def backward(self, gradient=None, retain_graph: bool | None = None, create_graph: bool = False):
-        """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (see ``autograd.backward``)."""
-        from .autograd import backward
-
-        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
+    # backward() is attached by autograd.py, where it is defined.
 
     def zero_grad(self) -> None:
         self.grad = None
 
-    # --- convenience forms of table ops --------------------------------------------------
-    # These only adapt call signatures (``x.reshape(2, 3)`` as well as ``x.reshape((2, 3))``);
-    # the ops themselves, and their gradients, are in the table.
-
-    def reshape(self, *shape) -> Tensor:
-        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
-        return _ops.reshape(self, shape=tuple(shape))
-
-    def transpose(self, *axes) -> Tensor:
-        axes = axes[0] if len(axes) == 1 and isinstance(axes[0], tuple | list | type(None)) else axes
-        return _ops.transpose(self, axes=tuple(axes) if axes else None)
-
-    permute = transpose
+    # --- shape helpers built on table ops ------------------------------------------------
+    # reshape, transpose (permute), broadcast_to (expand), [] and ** are bound from the table in ops.py,
+    # with NumPy's call forms (x.reshape(2, 3) as well as x.reshape((2, 3))).
 
     def swapaxes(self, axis1: int, axis2: int) -> Tensor:
+        """Exchange two axes (a transpose)."""
         axis1, axis2 = _check_axis("swapaxes", self, axis1), _check_axis("swapaxes", self, axis2)
         axes = list(range(self.ndim))
         axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
-        return _ops.transpose(self, axes=tuple(axes))
-
-    def broadcast_to(self, *shape) -> Tensor:
-        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
-        if tuple(shape) == self.shape:
-            return self
-        return _ops.broadcast_to(self, shape=tuple(shape))
-
-    expand = broadcast_to
+        return self.transpose(axes)
 
     def unsqueeze(self, axis: int) -> Tensor:
         axis = _check_axis("unsqueeze", self, axis, self.ndim + 1)
@@ -313,21 +222,17 @@ class Tensor:
 
     def split(self, sections, axis: int = 0) -> list[Tensor]:
         """Split into equal ``sections`` (an int) or at the given indices, like ``np.split``."""
-        return split(self, sections, axis)
-
-    def scatter_add(self, *, index, shape) -> Tensor:
-        return _ops.scatter_add(self, index=index, shape=tuple(shape))
-
-    def __getitem__(self, index) -> Tensor:
-        return _ops.getitem(self, index=_normalise_index(index))
-
-    def __pow__(self, exponent) -> Tensor:
-        if isinstance(exponent, Tensor | np.ndarray):
-            return _ops.pow_tensor(self, exponent)
-        return _ops.pow(self, exponent=exponent)
-
-    def __rpow__(self, base) -> Tensor:
-        return _ops.pow_tensor(base, self)
+        axis = _check_axis("split", self, axis)
+        size = self.shape[axis]
+        if isinstance(sections, int):
+            if sections <= 0 or size % sections:
+                raise OpError(f"split: axis {axis} of size {size} does not divide into {sections} equal parts "
+                              f"(input {self.shape} {self.dtype})")
+            cuts = list(range(0, size + 1, size // sections))
+        else:
+            cuts = [0, *sections, size]
+        lead = (slice(None),) * axis
+        return [self[lead + (slice(lo, hi),)] for lo, hi in zip(cuts[:-1], cuts[1:])]
 
     def float(self) -> Tensor:
         return self.astype(np.float32)
@@ -389,18 +294,6 @@ def _check_axis(name: str, t: Tensor, axis: int, ndim: int | None = None) -> int
     return axis % ndim
 
 
-def _normalise_index(index):
-    """Indices may hold Tensors and lists; NumPy wants ndarrays."""
-    def one(part):
-        if isinstance(part, Tensor):
-            return part.data
-        if isinstance(part, list):
-            return np.asarray(part)
-        return part
-
-    return tuple(one(p) for p in index) if isinstance(index, tuple) else one(index)
-
-
 # --------------------------------------------------------------------------------------
 # apply: run one op of the table and record it in the graph
 # --------------------------------------------------------------------------------------
@@ -451,22 +344,20 @@ def _describe(tensors, params) -> str:
     return "inputs " + ", ".join(parts) + (f"; params {shown}" if shown else "")
 
 
-def _user_frame() -> str:
-    """The first stack frame outside minigrad itself: the user's line that made this op."""
-    pkg = __file__.rsplit("/", 1)[0]
-    for frame in reversed(traceback.extract_stack()[:-2]):
-        if not frame.filename.startswith(pkg):
-            return f'{frame.filename}:{frame.lineno}: {(frame.line or "").strip()}'
-    return "<unknown>"
+def apply(op, *inputs, **params) -> Tensor:
+    """Run ``op.forward`` on the inputs' arrays and, if needed, record the op for backward.
 
-
-def apply(op: Op, *inputs, **params) -> Tensor:
-    """Run ``op.forward`` on the inputs' arrays and, if needed, record the op for backward."""
+    ``op`` is an entry of the op table (``ops.Op``): a name, a forward on
+    ndarrays and a VJP. In composite mode a fused op runs its composite instead,
+    which records the core ops it is made of.
+    """
     tensors = inputs
     for x in inputs:
         if not isinstance(x, Tensor):  # a number or array among the inputs: make them all Tensors
             tensors = _as_inputs(inputs)
             break
+    if _state.composite and op.composite is not None:
+        return op.composite(*tensors, **params)
     try:
         out = op.forward(*[t.data for t in tensors], **params)
     except (ValueError, IndexError, TypeError) as err:
@@ -491,121 +382,19 @@ def apply(op: Op, *inputs, **params) -> Tensor:
         result._saved = saved
         result._scope = _state.scope
     if _state.anomaly:
-        from .autograd import check_forward
-
-        result._trace = _user_frame()
+        result._trace = user_frame()
         check_forward(op, tensors, params, result)
     return result
 
 
 # --------------------------------------------------------------------------------------
-# Bind the table: module-level functions, Tensor methods and operators
-# --------------------------------------------------------------------------------------
-
-
-def _method(op: Op):
-    """A Tensor method for ``op``: extra positional arguments fill its parameters in order.
-
-    An op whose forward takes ``*inputs`` (a variable number of tensors) takes
-    every positional argument as a tensor; its parameters are keyword-only.
-    """
-    signature = inspect.signature(op.forward)
-    kinds = [p.kind for p in signature.parameters.values()]
-    n_tensors = sum(k == inspect.Parameter.POSITIONAL_OR_KEYWORD for k in kinds)
-    if inspect.Parameter.VAR_POSITIONAL in kinds:
-        n_tensors = None  # every positional argument is a tensor
-    param_names = [p.name for p in signature.parameters.values() if p.kind == inspect.Parameter.KEYWORD_ONLY]
-
-    def method(self, *args, **params):
-        if n_tensors is None:
-            return apply(op, self, *args, **params)
-        tensors, extra = args[: n_tensors - 1], args[n_tensors - 1:]
-        params.update(zip(param_names, extra))
-        return apply(op, self, *tensors, **params)
-
-    method.__name__ = op.method
-    method.__doc__ = op.doc
-    return method
-
-
-def _operators(op: Op):
-    def forward(self, other):
-        return apply(op, self, other)
-
-    def reflected(self, other):
-        return apply(op, other, self)
-
-    return forward, reflected
-
-
-def _bind(op: Op) -> None:
-    if op.method:
-        setattr(Tensor, op.method, _method(op))
-    if op.operator:
-        fwd, rev = _operators(op)
-        setattr(Tensor, f"__{op.operator}__", fwd)
-        setattr(Tensor, f"__r{op.operator}__", rev)
-
-
-_ops._apply = apply
-for _op in OPS.values():
-    _bind(_op)
-_ops._on_register.append(_bind)  # ops registered later (user extensions) get methods too
-Tensor.__neg__ = lambda self: _ops.neg(self)
-
-
-# --------------------------------------------------------------------------------------
-# Functions (NumPy / PyTorch names) and constructors
+# Constructors (NumPy / PyTorch names)
 # --------------------------------------------------------------------------------------
 
 
 def tensor(data, requires_grad: bool = False, dtype=None, name: str | None = None) -> Tensor:
     """Make a Tensor (numbers and lists become float32; ndarrays keep their dtype)."""
     return Tensor(data, requires_grad=requires_grad, dtype=dtype, name=name)
-
-
-def where(cond, x, y) -> Tensor:
-    """``x`` where ``cond`` is True, else ``y`` (the condition is not differentiated)."""
-    return _ops.where(np.asarray(_data(cond), dtype=bool), x, y)
-
-
-def concatenate(tensors, axis: int = 0) -> Tensor:
-    return _ops.concatenate(*tensors, axis=axis)
-
-
-cat = concatenate
-
-
-def stack(tensors, axis: int = 0) -> Tensor:
-    return _ops.stack(*tensors, axis=axis)
-
-
-def split(x: Tensor, sections, axis: int = 0) -> list[Tensor]:
-    """``np.split`` for tensors: ``sections`` equal parts, or cut at the given indices."""
-    axis = _check_axis("split", x, axis)
-    size = x.shape[axis]
-    if isinstance(sections, int):
-        if sections <= 0 or size % sections:
-            raise OpError(f"split: axis {axis} of size {size} does not divide into {sections} equal parts "
-                          f"(input {x.shape} {x.dtype})")
-        cuts = list(range(0, size + 1, size // sections))
-    else:
-        cuts = [0, *sections, size]
-    lead = (slice(None),) * (axis % x.ndim)
-    return [x[lead + (slice(lo, hi),)] for lo, hi in zip(cuts[:-1], cuts[1:])]
-
-
-def einsum(subscripts: str, *operands) -> Tensor:
-    """Einstein summation, as ``np.einsum`` / ``torch.einsum``: ``einsum("ij,jk->ik", a, b)``."""
-    return _ops.einsum(*operands, subscripts=subscripts)
-
-
-def maximum(a, b) -> Tensor:
-    return _ops.maximum(a, b)
-
-
-def minimum(a, b) -> Tensor:
-    return _ops.minimum(a, b)
 
 
 def zeros(*shape, dtype=np.float32, requires_grad=False) -> Tensor:

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import minigrad as mg
+from minigrad.kernels import BLOCK as _BLOCK
 from minigrad.nn import functional as F
-from minigrad.ops import _BLOCK, OPS
+from minigrad.ops import OPS
 
 RNG = np.random.default_rng(0)
 FLOATS = [np.float32, np.float64]
@@ -149,7 +150,7 @@ def test_gelu_grad_from_the_kept_gate_matches_the_recomputed_one(approximate, dt
     x[:8] = [0.0, -0.0, tiny, -tiny, 1e-30, -1e-21, 1e4, -1e4]
     g = RNG.standard_normal(x.shape).astype(dtype)
     y, gate = OPS["gelu"].forward(x, approximate=approximate)
-    from_gate = OPS["gelu_grad"].forward(x, g, approximate=approximate, gate=gate)
+    from_gate = OPS["gelu_grad"].forward(x, g, approximate=approximate, saved=gate)
     recomputed = OPS["gelu_grad"].forward(x, g, approximate=approximate)
     assert from_gate.dtype == gate.dtype == dtype and np.isfinite(from_gate).all()
     np.testing.assert_array_equal(from_gate, recomputed)  # the same gate, the same arithmetic
@@ -164,13 +165,14 @@ def test_gelu_passes_its_kept_gate_to_backward_and_checks_a_given_one():
     np.testing.assert_array_equal(y._saved, OPS["gelu"].forward(x.data, approximate="tanh")[1])
     y.sum().backward()
     assert y._saved is None  # dropped with the graph
-    with pytest.raises(mg.OpError, match="gelu_grad: the gate of gelu\\(x\\) must have x's shape"):
-        mg.tensor(np.ones((3, 4))).gelu_grad(mg.tensor(np.ones((3, 4))), gate=np.ones(4))
+    with pytest.raises(mg.OpError, match="gelu_grad: the gate saved by gelu\\(x\\) must have x's shape"):
+        mg.fused.gelu_grad(mg.tensor(np.ones((3, 4))), mg.tensor(np.ones((3, 4))), saved=np.ones(4))
 
 
 def test_erf_without_scipy_matches_math_erf_to_the_last_digits():
-    # NumPy has no erf; without SciPy minigrad evaluates two Chebyshev fits (ops._erf_fits).
-    from minigrad.ops import _blockwise, _erf_kernel
+    # NumPy has no erf; without SciPy minigrad evaluates two Chebyshev fits (kernels._erf_fits).
+    from minigrad.kernels import _erf_block as _erf_kernel
+    from minigrad.kernels import blockwise as _blockwise
 
     x = np.concatenate([np.linspace(-7, 7, _BLOCK + 4321), [0.0, -0.0, 1e-300, 5e-324, 1.0, -1.0, 4.0, 6.0, 1e308]])
     expected = np.array([math.erf(v) for v in x])

@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tensor import Tensor, cat
+from ..functions import cat
+from ..tensor import Tensor
 from . import functional as F
 from .layers import Linear, check_features, describe
 from .module import Module

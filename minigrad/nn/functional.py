@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from .. import ops as _ops
+from .. import fused as _ops
 from ..tensor import Tensor
 from .init import resolve_rng
 

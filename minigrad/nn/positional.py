@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tensor import Tensor, cat
+from ..functions import cat
+from ..tensor import Tensor
 from . import init
 from .layers import check_features, describe
 from .module import Module, Parameter

@@ -19,7 +19,8 @@ import math
 
 import numpy as np
 
-from ..tensor import Tensor, stack
+from ..functions import stack
+from ..tensor import Tensor
 from . import functional as F
 from . import init
 from .layers import check_features, describe

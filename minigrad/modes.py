@@ -1,0 +1,138 @@
+"""Global switches the engine reads on every op: grad mode, composite mode, and the module scope.
+
+* **Grad mode** (``no_grad``, ``enable_grad``, ``set_grad_enabled``): whether ops
+  record the graph that backward walks. Off for inference and optimizer updates.
+* **Composite mode** (``composite_mode``): whether the fused primitives of
+  ``fused.py`` run as their composites (built from the core ops of ``ops.py``),
+  and the speed kernels of ``kernels.py`` as the plain NumPy they equal. For
+  reading and drawing graphs op by op, and for checking a new fused op.
+* **Module scope**: which ``nn.Module`` calls are running, so that ``viz`` can
+  draw the ops each call made as one cluster.
+
+Each is per thread. This file imports nothing from the rest of minigrad.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+
+class _State(threading.local):
+    grad_enabled = True
+    composite = False
+    anomaly = False
+    scope: tuple = ()  # the modules whose forward is running, outermost first (for viz)
+
+
+state = _State()
+
+
+class _Switch:
+    """A mode that is set on entering a ``with`` block (or a decorated function) and restored on leaving it."""
+
+    _field: str  # the attribute of ``state`` this switch sets
+
+    def __init__(self, mode: bool):
+        self.mode = bool(mode)
+        self._prev: list[bool] = []  # a stack, so one object can be entered again while active
+
+    def __enter__(self):
+        self._prev.append(getattr(state, self._field))
+        setattr(state, self._field, self.mode)
+
+    def __exit__(self, *exc):
+        setattr(state, self._field, self._prev.pop())
+
+    def __call__(self, fn):
+        # A fresh context per call: one shared object would mix up the saved modes of
+        # a decorated function that recurses or runs in two threads at once.
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self._fresh():
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+    def _fresh(self) -> _Switch:
+        return type(self)(self.mode)
+
+
+class set_grad_enabled(_Switch):
+    """Turn graph recording on or off inside a ``with`` block or a decorated function."""
+
+    _field = "grad_enabled"
+
+    def _fresh(self) -> _Switch:
+        return set_grad_enabled(self.mode)  # (no_grad() and enable_grad() take no mode)
+
+
+class no_grad(set_grad_enabled):
+    """Record no graph (inference, optimizer updates): ``with no_grad():`` or ``@no_grad()``."""
+
+    def __init__(self):
+        super().__init__(False)
+
+
+class enable_grad(set_grad_enabled):
+    """Record the graph again inside a ``no_grad`` region."""
+
+    def __init__(self):
+        super().__init__(True)
+
+
+def is_grad_enabled() -> bool:
+    return state.grad_enabled
+
+
+class composite_mode(_Switch):
+    """Run every fused primitive as its composite of core ops, and every kernel as its plain NumPy form.
+
+    As a context manager or decorator it holds for the block::
+
+        with mg.composite_mode():
+            loss = model(x, targets)   # layer_norm is mean, sub, var, sqrt, div... in the graph
+
+    Called on its own, ``mg.composite_mode(True)`` switches it on until
+    ``mg.composite_mode(False)`` (like ``torch.set_grad_enabled``). Results agree
+    with the fused run to rounding (the tests hold them to it); it is slower.
+    """
+
+    _field = "composite"
+
+    def __init__(self, mode: bool = True):
+        super().__init__(mode)
+        self._outside = state.composite
+        state.composite = self.mode  # takes effect now, so a plain call works as a switch
+
+    def __enter__(self):
+        self._prev.append(self._outside)
+        state.composite = self.mode
+
+    def __exit__(self, *exc):
+        state.composite = self._outside = self._prev.pop()
+
+    def __call__(self, fn):
+        state.composite = self._outside  # as a decorator it holds only while fn runs
+        return super().__call__(fn)
+
+
+def is_composite_mode() -> bool:
+    return state.composite
+
+
+class module_scope:
+    """Mark ops run inside ``module``'s forward (nn.Module does this); viz draws them as a cluster.
+
+    A class rather than a generator-based context manager: every module call enters one.
+    """
+
+    def __init__(self, module):
+        self.module = module
+
+    def __enter__(self):
+        self.prev = state.scope
+        state.scope = self.prev + (self.module,)
+
+    def __exit__(self, *exc):
+        state.scope = self.prev
