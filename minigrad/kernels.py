@@ -63,18 +63,20 @@ def _power_plain(x, exponent):
 
 @kernel(plain=_power_plain)
 def power(x: np.ndarray, exponent) -> np.ndarray:
-    """``x ** exponent``: the common exponents 2, 3, 0.5 and -0.5 as products and square roots.
+    """``x ** exponent``: the exponents 3 and -0.5 as products and a square root.
 
-    NumPy's float32 power is about 100 times slower than a multiply.
+    NumPy's float32 power is about 100 times slower than a multiply (it already
+    spells out 2 and 0.5 itself). ``(-0.0) ** -0.5`` is +inf and
+    ``(-inf) ** -0.5`` is 0, as in C's pow, where 1 / sqrt gives -inf and NaN.
     """
-    if exponent == 2:
-        return x * x
     if exponent == 3:
         return x * x * x
-    if exponent == 0.5:
-        return np.sqrt(x)
-    if exponent == -0.5:
-        return 1 / np.sqrt(x)
+    if exponent == -0.5 and x.dtype.kind == "f":
+        out = np.sqrt(x, out=np.empty(x.shape, x.dtype))  # (out=: a 0-d x stays an array)
+        out += 0.0  # -0.0 becomes +0.0
+        np.reciprocal(out, out=out)
+        np.copyto(out, 0, where=np.isneginf(x))
+        return out
     return x ** exponent
 
 
@@ -237,8 +239,8 @@ def _softmax_in_place(shifted: np.ndarray, axis) -> np.ndarray:
 @kernel(plain=_softmax_plain)
 def softmax(x: np.ndarray, axis=-1) -> np.ndarray:
     """``exp(x - m) / sum(exp(x - m))`` over ``axis``, m the row max (0 for an all -inf row, which gives 0s)."""
-    if x.dtype.kind != "f":
-        x = x.astype(np.float64)
+    if x.ndim == 0 or x.dtype.kind != "f":
+        return _softmax_plain(x, axis)  # (a 0-d x minus its max is a NumPy scalar, which cannot be written in)
     return _softmax_in_place(x - _stable_max(x, axis), axis)
 
 
@@ -473,7 +475,7 @@ def _erf_block(out: np.ndarray, x: np.ndarray) -> None:
 
 
 def erf_chebyshev(x: np.ndarray) -> np.ndarray:
-    """erf from two Chebyshev fits, block by block: within ~1 ulp of ``math.erf``, with no SciPy."""
+    """erf from two Chebyshev fits, block by block: within a few ulps of ``math.erf``, with no SciPy."""
     work = _float_dtype(x)
     out = blockwise(_erf_block, x.astype(work, copy=False))
     return out.astype(x.dtype if x.dtype.kind == "f" else work, copy=False)
@@ -604,6 +606,8 @@ def standardise(x: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
 
     Row sums by ``row_sum`` and ``row_dot``; xhat is built in one array, in place.
     """
+    if x.shape[-1] == 0:
+        return _standardise_plain(x, eps)  # no features: NumPy's empty means, NaN and all
     inv_n = np.asarray(1.0 / x.shape[-1], dtype=x.dtype)
     xhat = x - row_sum(x, keepdims=True) * inv_n  # (..., n), a fresh array
     var = row_dot(xhat, xhat) * inv_n  # (..., 1)
@@ -620,6 +624,8 @@ def _layer_norm_grad_plain(g, xhat, rstd, weight=None):
 @kernel(plain=_layer_norm_grad_plain)
 def layer_norm_grad(g: np.ndarray, xhat: np.ndarray, rstd: np.ndarray, weight: np.ndarray | None = None):
     """``rstd * (v - mean(v) - xhat * mean(v * xhat))`` over the last axis, v = g * weight: in place on v."""
+    if xhat.shape[-1] == 0:
+        return _layer_norm_grad_plain(g, xhat, rstd, weight)
     inv_n = np.asarray(1.0 / xhat.shape[-1], dtype=xhat.dtype)
     v = g * weight if weight is not None else np.array(g, dtype=np.result_type(g, xhat))  # (..., n), ours
     mean_v = row_sum(v, keepdims=True)  # (..., 1), scaled by 1/n below
@@ -637,6 +643,8 @@ def _rms_norm_plain(x, weight, eps):
 @kernel(plain=_rms_norm_plain)
 def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     """``x / sqrt(mean(x**2) + eps) * weight`` over the last axis: the mean square by ``row_dot``."""
+    if x.shape[-1] == 0:
+        return _rms_norm_plain(x, weight, eps)
     mean_square = row_dot(x, x) * np.asarray(1.0 / x.shape[-1], dtype=x.dtype)  # (..., 1)
     out = x * (1.0 / np.sqrt(mean_square + np.asarray(eps, dtype=x.dtype)))  # (..., n)
     out *= weight

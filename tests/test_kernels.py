@@ -1,0 +1,509 @@
+"""Every speed kernel against the plain NumPy it states it equals, on generated inputs.
+
+``minigrad/kernels.py`` registers each kernel with its plain form (``KERNELS``;
+``k.fast`` and ``k.plain``). Hypothesis draws the inputs: ranks 0-4 (attention
+unbatched too), sizes on both sides of every threshold (BLAS sums from 1024
+elements and for rows of 2-4096, ``blockwise``'s block of 65536), float32 and
+float64, C-ordered arrays and strided or transposed views, magnitudes from 1e-30
+to 1e4, -inf, +inf and NaN, zero-size axes, out-of-range axes, and attention
+masks of every kind. A kernel added without a strategy here fails the first test.
+
+Float32 results are compared with the plain form computed in float64, to a
+tolerance scaled by the size of the numbers involved. Set
+MINIGRAD_HYPOTHESIS_PROFILE=ci for ten times the examples.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import minigrad as mg
+from minigrad.kernels import BLOCK, KERNELS
+
+EXAMPLES = 250 if os.environ.get("MINIGRAD_HYPOTHESIS_PROFILE") == "ci" else 25
+# Derandomized: the same examples on every run, so a failure here is never a fluke of the draw.
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+FLOATS = st.sampled_from([np.float32, np.float64])
+EPS = {np.dtype(np.float32): 2e-7, np.dtype(np.float64): 3e-16}
+
+# Sizes around each threshold: rows of 1 / 2 (BLAS from 2), 4096 / 4097 (and back to NumPy), totals under
+# and over 1024 elements, and one past blockwise's block.
+SIDES = [0, 1, 2, 3, 5, 8, 17, 64]
+BIG_SHAPES = [(16, 64), (4, 4096), (1, 4097), (33, 40), (2, 3, 200), (31, 33), (2, 2, 16, 17), (BLOCK + 3,),
+              (2, BLOCK // 2 + 7)]
+
+
+@st.composite
+def shapes(draw, min_dims=0, max_dims=4):
+    if draw(st.booleans()):
+        big = [s for s in BIG_SHAPES if min_dims <= len(s) <= max_dims]
+        if big:
+            return draw(st.sampled_from(big))
+    ndim = draw(st.integers(min_dims, max_dims))
+    return tuple(draw(st.sampled_from(SIDES)) for _ in range(ndim))
+
+
+@st.composite
+def arrays(draw, shape=None, dtype=None, specials=True, positive=False, min_dims=0, max_dims=4):
+    """A random array: its shape, dtype, magnitude (1e-30 to 1e4), special values and memory layout drawn."""
+    shape = draw(shapes(min_dims, max_dims)) if shape is None else shape
+    dtype = draw(FLOATS) if dtype is None else dtype
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    scale = 10.0 ** draw(st.sampled_from([-30, -3, 0, 0, 0, 1, 2, 4]))
+    x = rng.standard_normal(shape) * scale
+    if positive:
+        x = np.abs(x) + scale * 1e-3
+    if specials and x.size and draw(st.booleans()):
+        flat = x.reshape(-1)
+        for value in draw(st.lists(st.sampled_from([np.inf, -np.inf, np.nan, 0.0, -0.0]), min_size=1, max_size=3)):
+            flat[rng.integers(flat.size)] = value
+    x = np.asarray(x, dtype=dtype)  # (a 0-d array, as ops receive, not a NumPy scalar)
+    layout = draw(st.sampled_from(["C", "C", "strided", "transposed"]))
+    if layout == "strided" and x.ndim:  # every other element of a twice-as-long array
+        wide = np.empty(x.shape[:-1] + (2 * x.shape[-1],), dtype)
+        wide[..., ::2] = x
+        x = wide[..., ::2]
+    elif layout == "transposed" and x.ndim >= 2:  # the same values, laid out column-major
+        x = np.ascontiguousarray(x.swapaxes(-1, -2)).swapaxes(-1, -2)
+    return x
+
+
+def reference(plain, *args, **kwargs):
+    """The plain form in float64 (float arrays upcast): the truth float32 results are held to."""
+    return plain(*(a.astype(np.float64) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a for a in args),
+                 **kwargs)
+
+
+def assert_close(got, expected, dtype, scale=1.0, ulps=64, like=None):
+    """Equal non-finite positions and values; finite values within ``ulps`` of dtype's epsilon times ``scale``.
+
+    ``like``: the plain form's result in ``dtype`` itself, when it can overflow where the float64
+    reference does not (exp in float32): then NaN and inf must sit where it has them.
+    """
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.shape == expected.shape
+    assert got.dtype == np.dtype(dtype), (got.dtype, dtype)
+    if like is not None:
+        like = np.asarray(like)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(like))
+        np.testing.assert_array_equal(np.isinf(got), np.isinf(like))
+        both = np.isfinite(like) & np.isfinite(expected)
+        got, expected, scale = got[both], expected[both], np.broadcast_to(scale, both.shape)[both]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    finite = np.isfinite(expected)
+    np.testing.assert_array_equal(got[~finite & ~np.isnan(expected)], expected[~finite & ~np.isnan(expected)])
+    assert np.isfinite(got[finite]).all()
+    tol = ulps * EPS[np.dtype(dtype)]
+    allowed = tol * np.abs(expected) + tol * np.broadcast_to(scale, expected.shape) + 1e-300  # elementwise
+    error = np.abs(got.astype(np.float64) - expected)
+    bad = finite & ~(error <= allowed)
+    assert not bad.any(), (f"{bad.sum()} of {bad.size} values off: got {got[bad][:3]}, expected {expected[bad][:3]}, "
+                           f"allowed {allowed[bad][:3]}")
+
+
+def same_error(fast, plain, *args, **kwargs):
+    """Both forms raise the same kind of error, or neither does: then return both results."""
+    results = []
+    for fn in (fast, plain):
+        try:
+            with np.errstate(all="ignore"):
+                results.append(fn(*args, **kwargs))
+        except Exception as err:  # noqa: BLE001  (compared below)
+            results.append(err)
+    a, b = results
+    if isinstance(a, Exception) or isinstance(b, Exception):
+        lookup_errors = ValueError | IndexError  # (NumPy's AxisError is both)
+        assert type(a) is type(b) or (isinstance(a, lookup_errors) and isinstance(b, lookup_errors)), (a, b)
+        return None
+    return a, b
+
+
+def magnitude(x, axis=-1):
+    """The size of the numbers a reduction of x adds up: sum of |x| over the axis (finite entries)."""
+    finite = np.where(np.isfinite(x), np.abs(x.astype(np.float64)), 0)
+    return finite.sum(axis=axis, keepdims=True) if x.ndim else finite
+
+
+TESTED = set()
+
+
+def covers(*names):
+    """Mark a test as the differential test of these kernels (checked against KERNELS at the end)."""
+    TESTED.update(names)
+    return lambda fn: fn
+
+
+# --------------------------------------------------------------------------------------
+# Elementwise and reductions
+# --------------------------------------------------------------------------------------
+
+
+@covers("power")
+@SETTINGS
+@given(x=arrays(), exponent=st.sampled_from([2, 3, 0.5, -0.5, 1.5, -1, 0, 1]))
+def test_power(x, exponent):
+    with np.errstate(all="ignore"):
+        got = KERNELS["power"].fast(x, exponent)
+        expected = reference(KERNELS["power"].plain, x, exponent)
+    assert_close(got, expected.astype(x.dtype) if x.dtype == np.float32 else expected, x.dtype,
+                 scale=np.abs(np.where(np.isfinite(expected), expected, 0)), ulps=8)
+
+
+def _axis(draw, ndim):
+    """An axis argument: None, one axis (negative too), a tuple of axes, or (sometimes) one out of range."""
+    choice = draw(st.sampled_from(["none", "one", "one", "tuple", "bad"]))
+    if choice == "none" or ndim == 0:
+        return None if choice != "bad" else 0
+    if choice == "one":
+        return draw(st.integers(-ndim, ndim - 1))
+    if choice == "tuple":
+        return tuple(sorted(set(draw(st.lists(st.integers(0, ndim - 1), min_size=1, max_size=ndim)))))
+    return draw(st.sampled_from([ndim, -ndim - 1, ndim + 2]))
+
+
+@covers("row_sum", "sum", "mean")
+@SETTINGS
+@given(data=st.data(), x=arrays(), keepdims=st.booleans(), name=st.sampled_from(["sum", "mean", "row_sum"]))
+def test_sums(data, x, keepdims, name):
+    k = KERNELS[name]
+    if name == "row_sum":
+        args = (x, keepdims)
+        axis = -1
+    else:
+        axis = _axis(data.draw, x.ndim)
+        args = (x, axis, keepdims)
+    pair = same_error(k.fast, k.plain, *args)
+    if pair is None:
+        return
+    got, _ = pair
+    with np.errstate(all="ignore"):
+        expected = reference(k.plain, *args)
+        scale = np.abs(x.astype(np.float64)).sum(axis=axis, keepdims=keepdims) if x.ndim else np.abs(x)
+        if name == "mean" and x.size:
+            scale = scale / max(1, x.size // max(1, np.asarray(expected).size))
+    if x.dtype == np.float32:
+        expected = np.asarray(expected).astype(np.float32)
+        # float32 sums of huge values overflow where float64's do not: compare only what float32 can hold
+    assert_close(got, expected, x.dtype, scale=np.where(np.isfinite(scale), scale, 0), ulps=16)
+
+
+def test_out_of_range_axes_raise_as_numpy_does():
+    x = mg.tensor(np.ones((3, 4), np.float32))
+    for method in ("sum", "mean", "max", "var", "softmax", "logsumexp"):
+        with pytest.raises((mg.OpError, IndexError), match="out of (bounds|range)"):
+            getattr(x, method)(axis=3)
+    for axis in (2, -3, (0, 2)):
+        with pytest.raises((mg.OpError, IndexError)):
+            x.sum(axis=axis)
+    np.testing.assert_array_equal(x.sum(axis=-2).data, np.full(4, 3.0))  # negative axes still work
+
+
+@covers("row_dot")
+@SETTINGS
+@given(data=st.data(), shape=shapes(min_dims=1))
+def test_row_dot(data, shape):
+    a = data.draw(arrays(shape=shape))
+    b = data.draw(arrays(shape=shape, dtype=a.dtype))
+    with np.errstate(all="ignore"):
+        got = KERNELS["row_dot"].fast(a, b)
+        expected = reference(KERNELS["row_dot"].plain, a, b).astype(a.dtype)
+        scale = (np.abs(a.astype(np.float64)) * np.abs(b.astype(np.float64))).sum(-1, keepdims=True)
+    assert_close(got, expected, a.dtype, scale=np.where(np.isfinite(scale), scale, 0), ulps=16)
+
+
+# --------------------------------------------------------------------------------------
+# Matrix products
+# --------------------------------------------------------------------------------------
+
+
+@st.composite
+def matmul_operands(draw):
+    lead = draw(st.sampled_from([(), (2,), (0,), (3, 2), (2, 1, 3), (1,)]))
+    m, k, n = (draw(st.sampled_from([0, 1, 3, 17])) for _ in range(3))
+    a_shape = lead + (m, k) if draw(st.booleans()) or not lead else (k,)
+    b_shape = draw(st.sampled_from([(k, n), (k,), lead + (k, n)]))
+    dtype = draw(FLOATS)
+    return draw(arrays(shape=a_shape, dtype=dtype)), draw(arrays(shape=b_shape, dtype=dtype))
+
+
+def _product_scale(a, b):
+    with np.errstate(all="ignore"):
+        a64, b64 = np.abs(np.nan_to_num(a.astype(np.float64))), np.abs(np.nan_to_num(b.astype(np.float64)))
+        return (a64.max(initial=0) * b64.max(initial=0)) * (a.shape[-1] if a.ndim else 1)
+
+
+@covers("matmul")
+@SETTINGS
+@given(operands=matmul_operands())
+def test_matmul(operands):
+    a, b = operands
+    pair = same_error(KERNELS["matmul"].fast, KERNELS["matmul"].plain, a, b)
+    if pair is None:
+        return
+    got, plain = pair
+    with np.errstate(all="ignore"):
+        expected = reference(KERNELS["matmul"].plain, a, b).astype(a.dtype)
+    # Both sides run BLAS (or NumPy's loops) on the same numbers: an inf meeting a 0 is NaN in each.
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(plain))
+    finite = np.isfinite(got) & np.isfinite(expected)
+    np.testing.assert_allclose(got[finite], expected[finite], rtol=0,
+                               atol=64 * EPS[a.dtype] * _product_scale(a, b) + 1e-300)
+
+
+@covers("linear")
+@SETTINGS
+@given(data=st.data(), lead=st.sampled_from([(), (3,), (0,), (2, 5), (2, 0, 3)]),
+       n_in=st.sampled_from([0, 1, 4, 33]), n_out=st.sampled_from([0, 1, 5]), with_bias=st.booleans())
+def test_linear(data, lead, n_in, n_out, with_bias):
+    dtype = data.draw(FLOATS)
+    x = data.draw(arrays(shape=lead + (n_in,), dtype=dtype, specials=False))
+    weight = data.draw(arrays(shape=(n_out, n_in), dtype=dtype, specials=False))
+    bias = (data.draw(arrays(shape=(n_out,), dtype=dtype, specials=False)),) if with_bias else ()
+    got = KERNELS["linear"].fast(x, weight, *bias)
+    with np.errstate(all="ignore"):
+        expected = reference(KERNELS["linear"].plain, x, weight, *bias).astype(dtype)
+    scale = _product_scale(x, weight) + (np.abs(bias[0].astype(np.float64)).max(initial=0) if bias else 0)
+    assert got.shape == expected.shape == lead + (n_out,) and got.dtype == dtype
+    np.testing.assert_allclose(got, expected, rtol=0, atol=64 * EPS[np.dtype(dtype)] * scale + 1e-300)
+
+
+# --------------------------------------------------------------------------------------
+# Softmax and attention
+# --------------------------------------------------------------------------------------
+
+
+@covers("softmax")
+@SETTINGS
+@given(data=st.data(), x=arrays())
+def test_softmax(data, x):
+    axis = data.draw(st.sampled_from([-1, 0, x.ndim - 1, x.ndim, -x.ndim - 1] if x.ndim else [-1, 0]))
+    pair = same_error(KERNELS["softmax"].fast, KERNELS["softmax"].plain, x, axis)
+    if pair is None:
+        return
+    got, plain = pair
+    with np.errstate(all="ignore"):
+        expected = reference(KERNELS["softmax"].plain, x, axis).astype(x.dtype)
+    assert_close(got, expected, x.dtype, scale=1.0, ulps=64, like=plain)  # weights in [0, 1]: absolute tolerance
+
+
+def causal_bias(tq, tk, dtype):
+    """0 where query i may see key j (the queries are the last tq positions), -inf above that diagonal."""
+    allowed = np.tril(np.ones((tq, tk), bool), k=tk - tq)
+    return np.where(allowed, 0.0, -np.inf).astype(dtype)
+
+
+@st.composite
+def attention_inputs(draw):
+    """q, k, bias for attention: every mask kind, unbatched and batched, grouped-query heads, Tq != Tk."""
+    dtype = draw(FLOATS)
+    tq, tk, e = draw(st.sampled_from([1, 2, 5, 9])), draw(st.sampled_from([1, 3, 5, 9])), draw(st.sampled_from([1, 4]))
+    layout = draw(st.sampled_from(["unbatched", "batched", "heads", "grouped"]))
+    q_lead, k_lead = {"unbatched": ((), ()), "batched": ((2,), (2,)), "heads": ((2, 3), (2, 3)),
+                      "grouped": ((2, 4), (2, 1))}[layout]
+    big = draw(st.sampled_from([1.0, 1.0, 30.0, 300.0]))  # large scores: rows spanning more than exp's range
+    q = draw(arrays(shape=q_lead + (tq, e), dtype=dtype, specials=False)) * dtype(big)
+    k = draw(arrays(shape=k_lead + (tk, e), dtype=dtype, specials=False))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    kind = draw(st.sampled_from(["none", "causal", "first_key_masked", "fully_masked_rows", "additive", "padding"]))
+    bias = None
+    if kind == "causal":
+        bias = causal_bias(tq, tk, dtype)
+    elif kind == "first_key_masked":
+        bias = np.zeros((tq, tk), dtype)
+        bias[:, 0] = -np.inf
+    elif kind == "fully_masked_rows":
+        bias = np.where(rng.random((tq, tk)) < 0.5, -np.inf, 0.0).astype(dtype)
+        bias[rng.integers(tq)] = -np.inf
+    elif kind == "additive":
+        bias = (rng.standard_normal(q_lead[:1] + (1,) * (len(q_lead) > 1) + (tq, tk)) * 3).astype(dtype)
+    elif kind == "padding":  # left padding: some batch rows cannot see their first keys
+        pad = np.zeros(q_lead[:1] + (1,) * (len(q_lead) > 1) + (1, tk), dtype)
+        if pad.ndim > 2:
+            pad[0, ..., : tk // 2 + 1] = -np.inf
+        bias = pad
+    scale = draw(st.sampled_from([1.0, 0.5, 1 / math.sqrt(e)]))
+    return q, k, bias, scale
+
+
+@covers("attention_weights")
+@SETTINGS
+@given(inputs=attention_inputs())
+def test_attention_weights(inputs):
+    q, k, bias, scale = inputs
+    with np.errstate(all="ignore"):
+        got = KERNELS["attention_weights"].fast(q, k, bias, scale)
+        expected = reference(KERNELS["attention_weights"].plain, q, k, bias, scale).astype(q.dtype)
+    assert np.isfinite(got).all(), "masked rows must give zeros, never NaN"
+    assert_close(got, expected, q.dtype, scale=1.0, ulps=256)
+    rows = got.sum(-1)
+    assert np.all((np.abs(rows - 1) < 1e-4) | (rows == 0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_unbatched_attention_with_rows_to_redo_does_not_crash(dtype):
+    # Regression: 2-D (unbatched) attention crashed ("Calling nonzero on 0d arrays") when a row
+    # had to be redone with its max: its first key masked, or its scores spanning more than exp's range.
+    rng = np.random.default_rng(0)
+    q = mg.tensor(rng.standard_normal((4, 8)).astype(dtype) * 60, requires_grad=True)
+    k = mg.tensor(rng.standard_normal((4, 8)).astype(dtype), requires_grad=True)
+    first_masked = np.zeros((4, 4), dtype)
+    first_masked[:, 0] = -np.inf
+    for bias in (causal_bias(4, 4, dtype), first_masked):
+        weights = mg.fused.attention_weights(q, k, mg.tensor(bias), scale=1.0)
+        expected = KERNELS["attention_weights"].plain(q.data.astype(np.float64), k.data.astype(np.float64),
+                                                      bias.astype(np.float64), 1.0)
+        np.testing.assert_allclose(weights.data, expected, atol=1e-6)
+        weights.sum().backward()
+        assert np.isfinite(q.grad.data).all()
+        q.grad = k.grad = None
+
+
+@covers("softmax_grad")
+@SETTINGS
+@given(data=st.data(), shape=shapes(min_dims=1), scale=st.sampled_from([1.0, 0.3]))
+def test_softmax_grad(data, shape, scale):
+    dtype = data.draw(FLOATS)
+    e = np.exp(np.random.default_rng(data.draw(st.integers(0, 99))).standard_normal(shape))
+    out = (e / e.sum(axis=-1, keepdims=True)).astype(dtype)  # softmax weights (empty rows stay empty)
+    g = data.draw(arrays(shape=data.draw(st.sampled_from([shape, shape[-1:]])), dtype=dtype, specials=False))
+    axis = data.draw(st.sampled_from([-1, 0]))
+    if g.shape != out.shape and axis != -1:
+        g = np.broadcast_to(g, out.shape)
+    got = KERNELS["softmax_grad"].fast(out, g, axis, scale)
+    expected = reference(KERNELS["softmax_grad"].plain, out, g, axis, scale).astype(dtype)
+    assert_close(got, expected, dtype, scale=np.abs(g.astype(np.float64)).max(initial=0), ulps=32)
+
+
+# --------------------------------------------------------------------------------------
+# scatter_add (gather's backward)
+# --------------------------------------------------------------------------------------
+
+
+@st.composite
+def scatter_inputs(draw):
+    rows, cols = draw(st.sampled_from([0, 1, 4, 65])), draw(st.sampled_from([0, 1, 3, 8]))
+    shape = (rows, cols) if draw(st.booleans()) else (rows,)
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    kind = draw(st.sampled_from(["ids", "ids", "ids2d", "slice", "mask", "mixed", "bad"]))
+    if kind in ("ids", "ids2d", "bad") and rows:
+        ids = rng.integers(-rows, rows, size=(7,) if kind != "ids2d" else (3, 5))
+        if kind == "bad":
+            ids[0] = draw(st.sampled_from([rows, -rows - 1, rows + 10]))
+        index = ids
+    elif kind == "mask":
+        index = rng.random(rows) < 0.5
+    elif kind == "mixed" and len(shape) == 2 and rows and cols:
+        index = (rng.integers(0, rows, 4), slice(None, None, 2))
+    else:
+        index = (slice(1, None), ...) if len(shape) == 2 else slice(None, None, -2)
+    g_shape = np.zeros(shape)[index].shape if kind != "bad" else (7,) + shape[1:]
+    g = draw(arrays(shape=g_shape, dtype=draw(FLOATS), specials=False))
+    return g, index, shape
+
+
+@covers("scatter_add")
+@SETTINGS
+@given(inputs=scatter_inputs())
+def test_scatter_add(inputs):
+    g, index, shape = inputs
+    pair = same_error(KERNELS["scatter_add"].fast, KERNELS["scatter_add"].plain, g, index, shape)
+    if pair is None:
+        return
+    got, _ = pair
+    expected = reference(KERNELS["scatter_add"].plain, g, index, shape).astype(g.dtype)
+    assert_close(got, expected, g.dtype, scale=np.abs(g.astype(np.float64)).sum(), ulps=16)
+
+
+# --------------------------------------------------------------------------------------
+# erf and GELU
+# --------------------------------------------------------------------------------------
+
+
+@covers("erf")
+@SETTINGS
+@given(x=arrays())
+def test_erf(x):
+    got = KERNELS["erf"].fast(x)
+    expected = reference(KERNELS["erf"].plain, x).astype(x.dtype)
+    assert_close(got, expected, x.dtype, scale=0, ulps=16)
+
+
+def test_erf_takes_the_chebyshev_fits_when_scipy_is_missing(monkeypatch):
+    # The branch without SciPy (this suite's usual one, as SciPy is no dependency) and, where SciPy is
+    # installed, the one with it: both against math.erf, on both sides of each fit's interval.
+    import sys
+
+    x = np.concatenate([np.linspace(-7, 7, 2001), [0.0, -0.0, 1e-300, 5e-324, 1.0, -1.0, 4.0, 6.0, np.inf, np.nan]])
+    expected = KERNELS["erf"].plain(x)
+    monkeypatch.setitem(sys.modules, "scipy.special", None)  # `from scipy.special import erf` now fails
+    assert_close(KERNELS["erf"].fast(x), expected, np.float64, scale=0, ulps=16)
+    assert_close(KERNELS["erf"].fast(x.astype(np.float32)), expected.astype(np.float32), np.float32, scale=0, ulps=4)
+    monkeypatch.undo()
+    pytest.importorskip("scipy.special")
+    assert_close(KERNELS["erf"].fast(x), expected, np.float64, scale=0, ulps=4)
+
+
+@covers("gelu_gate", "gelu", "gelu_grad")
+@SETTINGS
+@given(data=st.data(), x=arrays(), approximate=st.sampled_from(["none", "tanh"]))
+def test_gelu_kernels(data, x, approximate):
+    with np.errstate(all="ignore"):
+        gate = KERNELS["gelu_gate"].fast(x, approximate)
+        assert_close(gate, reference(KERNELS["gelu_gate"].plain, x, approximate).astype(x.dtype), x.dtype, ulps=64)
+        out, kept = KERNELS["gelu"].fast(x, approximate)
+        expected_out, _ = reference(KERNELS["gelu"].plain, x, approximate)
+        np.testing.assert_array_equal(kept, gate)
+        assert_close(out, expected_out.astype(x.dtype), x.dtype, scale=np.abs(np.nan_to_num(x, posinf=0, neginf=0)),
+                     ulps=64)
+        g = data.draw(arrays(shape=data.draw(st.sampled_from([x.shape, x.shape[-1:]])), dtype=x.dtype))
+        got = KERNELS["gelu_grad"].fast(x, g, gate, approximate)
+        expected = reference(KERNELS["gelu_grad"].plain, x, g, reference(KERNELS["gelu_gate"].plain, x, approximate),
+                             approximate).astype(x.dtype)
+        scale = np.abs(np.nan_to_num(np.broadcast_to(g, x.shape), posinf=0, neginf=0)) * 1.2
+    assert_close(got, expected, x.dtype, scale=scale, ulps=128)
+
+
+# --------------------------------------------------------------------------------------
+# Layer norm and RMS norm
+# --------------------------------------------------------------------------------------
+
+
+@covers("standardise", "layer_norm_grad", "rms_norm")
+@SETTINGS
+@given(data=st.data(), x=arrays(min_dims=1, specials=False), eps=st.sampled_from([1e-5, 0.1]),
+       with_weight=st.booleans())
+def test_norm_kernels(data, x, eps, with_weight):
+    # Rows whose spread is far below sqrt(eps) are all eps: relative to the row, rounding in the mean
+    # shows up in xhat. The tolerance is set by the row's size over its standard deviation.
+    with np.errstate(all="ignore"):
+        xhat, rstd = KERNELS["standardise"].fast(x, eps)
+        xhat64, rstd64 = reference(KERNELS["standardise"].plain, x, eps)
+        condition = np.abs(x.astype(np.float64)).max(axis=-1, keepdims=True, initial=0) * rstd64 + 1
+    assert_close(rstd, rstd64.astype(x.dtype), x.dtype, scale=np.abs(rstd64), ulps=64)
+    assert_close(xhat, xhat64.astype(x.dtype), x.dtype, scale=condition * x.shape[-1], ulps=64)
+
+    weight = (data.draw(arrays(shape=x.shape[-1:], dtype=x.dtype, specials=False)),) if with_weight else ()
+    g = data.draw(arrays(shape=x.shape, dtype=x.dtype, specials=False))
+    with np.errstate(all="ignore"):
+        got = KERNELS["layer_norm_grad"].fast(g, xhat64.astype(x.dtype), rstd64.astype(x.dtype), *weight)
+        expected = reference(KERNELS["layer_norm_grad"].plain, g, xhat64, rstd64, *weight)
+        v = np.abs(g.astype(np.float64)) * (np.abs(weight[0].astype(np.float64)) if weight else 1)
+        scale = rstd64 * v.sum(axis=-1, keepdims=True) * condition
+    assert_close(got, expected.astype(x.dtype), x.dtype, scale=np.where(np.isfinite(scale), scale, 0), ulps=64)
+
+    w = weight[0] if weight else np.ones(x.shape[-1:], x.dtype)
+    with np.errstate(all="ignore"):
+        got = KERNELS["rms_norm"].fast(x, w, eps)
+        expected = reference(KERNELS["rms_norm"].plain, x, w, eps)
+        scale = np.abs(expected) + np.abs(w.astype(np.float64))
+    assert_close(got, expected.astype(x.dtype), x.dtype, scale=np.where(np.isfinite(scale), scale, 0), ulps=64)
+
+
+def test_the_kernel_list_is_what_the_tests_cover():
+    assert set(KERNELS) == TESTED, f"kernels without a differential test: {sorted(set(KERNELS) - TESTED)}"
