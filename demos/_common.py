@@ -128,7 +128,7 @@ def save_figure(fig, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    if in_notebook():  # show it in the notebook as well: the file alone would be out of sight
+    if in_notebook():  # show it inline as well: the file alone would be out of sight
         from IPython.display import display
 
         display(fig)

@@ -148,5 +148,5 @@ def main(argv=None) -> dict[str, Path]:
 
 
 # %%
-if __name__ == "__main__":  # a script, or a notebook's kernel; not when imported
+if __name__ == "__main__":  # a script, or a Jupyter kernel; not when imported
     main()
