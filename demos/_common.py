@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,12 +16,25 @@ import minigrad as mg
 
 
 def parse_args(argv, demo: str, description: str, pictures: bool = True) -> argparse.Namespace:
-    """The demo's command line: ``--help``, and ``--out DIR`` (default ``out/<demo>``, git-ignored) for pictures."""
-    parser = argparse.ArgumentParser(prog=f"python -m demos.{demo}", description=description)
+    """The demo's command line: ``--help``, and ``--out DIR`` (default ``out/<demo>``, git-ignored) for pictures.
+
+    ``argv=None`` reads ``sys.argv``, except inside a Jupyter kernel (a lesson opened
+    as a notebook), whose ``sys.argv`` holds the kernel's own options: there the
+    defaults are used.
+    """
+    parser = argparse.ArgumentParser(prog=f"python -m demos.{demo}", description=description,
+                                     epilog=None if pictures else "This lesson only prints; it writes no files.")
     if pictures:
         parser.add_argument("--out", type=Path, default=Path("out") / demo,
                             help="folder for the pictures (default: %(default)s)")
+    if argv is None and in_notebook():
+        argv = []
     return parser.parse_args(argv)
+
+
+def in_notebook() -> bool:
+    """True inside a Jupyter (or VS Code interactive) kernel, where cells run one by one."""
+    return "ipykernel" in sys.modules
 
 
 def check_model_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace, names, minimum=None) -> None:
@@ -93,11 +107,15 @@ def central_difference_jacobian(fn, x, eps: float = 1e-6) -> np.ndarray:
 
 
 def pyplot():
-    """matplotlib.pyplot with the file-only Agg backend, or None (and one line said) when not installed."""
+    """matplotlib.pyplot, or None (and one line said) when not installed.
+
+    A script gets the file-only Agg backend; a notebook keeps its own, so the pictures show inline too.
+    """
     try:
         import matplotlib
 
-        matplotlib.use("Agg")
+        if not in_notebook():
+            matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         print("matplotlib is not installed: plots skipped (pip install matplotlib to draw them)")
@@ -110,6 +128,10 @@ def save_figure(fig, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     path = Path(path)
+    if in_notebook():  # show it inline as well: the file alone would be out of sight
+        from IPython.display import display
+
+        display(fig)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # same folder, so the rename is atomic
     try:

@@ -1,25 +1,27 @@
-"""Draw four computation graphs with minigrad.viz: the graphs backprop walks, made visible.
+# %% [markdown]
+# # Four computation graphs drawn with minigrad.viz: the graphs backprop walks, made visible
+#
+#     python -m demos.draw_graphs [--out DIR]        (writes four graphs into DIR, default out/draw_graphs)
+#
+# 1. `scalar_expression`: a single neuron, tanh(x1*w1 + x2*w2 + b), one number
+#    per node, with its value and gradient (`show="data"`);
+# 2. `attention_head`: one causal self-attention head built from Tensor ops,
+#    with its weights, shapes and named intermediates;
+# 3. `transformer_block`: `minigrad.nn.TransformerBlock`; the ops of every
+#    module it calls are boxed in a cluster named like its parameters
+#    (`attn.q_proj (Linear)`...);
+# 4. `rnn_unrolled`: an RNN unrolled over 6 steps, each tensor coloured by the
+#    size of its gradient (`show="grad"`): it shrinks about fourfold with
+#    every step back in time, the vanishing gradient, plain to see.
+#
+# Each graph is written as DOT source (`.gv`) and, when Graphviz's `dot` is
+# installed, rendered to `.svg`. `viz.print_graph` prints the first one as text.
+#
+# Each `# %%` line starts a cell: the cells define the four graphs, and the last
+# one draws them (open the file in Jupyter with jupytext or in VS Code to run it
+# cell by cell, or run it whole as a script).
 
-    python -m demos.draw_graphs [--out DIR]        (default DIR: out/graphs)
-
-1. ``scalar_expression``: micrograd's neuron, one number per node, with its
-   value and gradient (``show="data"``);
-2. ``attention_head``: one causal self-attention head built from Tensor ops,
-   with its weights, shapes and named intermediates;
-3. ``transformer_block``: ``minigrad.nn.TransformerBlock``; the ops of every
-   module it calls are boxed in a cluster named like its parameters
-   (``attn.q_proj (Linear)``...);
-4. ``rnn_unrolled``: an RNN unrolled over 6 steps, each tensor coloured by the
-   size of its gradient (``show="grad"``): it shrinks about fourfold with
-   every step back in time, the vanishing gradient, plain to see.
-
-Each graph is written as DOT source (``.gv``) and, when Graphviz's ``dot`` is
-installed, rendered to ``.svg``. ``viz.print_graph`` prints the first one.
-"""
-
-from __future__ import annotations
-
-import argparse
+# %%
 import math
 import shutil
 from pathlib import Path
@@ -27,9 +29,16 @@ from pathlib import Path
 import numpy as np
 
 import minigrad as mg
+from demos._common import parse_args
 from minigrad import nn, viz
 
+# %% [markdown]
+# ## 1. A scalar expression
+#
+# Every node holds one number; after `backward()` each also has its gradient,
+# d out / d node.
 
+# %%
 def scalar_expression():
     """tanh(x1*w1 + x2*w2 + b): every node a number, as in micrograd's draw_dot."""
     x1, x2 = mg.tensor(2.0, name="x1"), mg.tensor(0.0, name="x2")  # inputs: no gradient needed
@@ -45,6 +54,14 @@ def scalar_expression():
     return out, viz.draw_graph(out, show="data")
 
 
+# %% [markdown]
+# ## 2. One causal attention head
+#
+# Four tokens of width 8, projections to width 4; the mask `future` keeps each
+# token from looking ahead. Named tensors (`q`, `scores`, `weights`...) carry
+# their names into the picture.
+
+# %%
 def attention_head(rng: np.random.Generator):
     """softmax(q k^T / sqrt(d), causal) v for one head over T=4 tokens, from Tensor ops."""
     T, C, d = 4, 8, 4
@@ -61,6 +78,13 @@ def attention_head(rng: np.random.Generator):
     return out, viz.draw_graph(out, params={"W_q": W_q, "W_k": W_k, "W_v": W_v})
 
 
+# %% [markdown]
+# ## 3. A transformer block from minigrad.nn
+#
+# No names given by hand: the parameters are named from
+# `block.named_parameters()`, and each module call becomes a labelled cluster.
+
+# %%
 def transformer_block(rng: np.random.Generator):
     """A causal pre-norm block from minigrad.nn: each module it calls becomes a labelled cluster."""
     block = nn.TransformerBlock(d_model=16, n_heads=2, causal=True, rng=rng)
@@ -70,6 +94,13 @@ def transformer_block(rng: np.random.Generator):
     return out, viz.draw_graph(out, rankdir="TB")
 
 
+# %% [markdown]
+# ## 4. An RNN unrolled over 6 steps, coloured by gradient
+#
+# The loss reads only the last state, so every gradient flows back through the
+# same W, step by step; the colour of each h_t is the norm of d loss / d h_t.
+
+# %%
 def unrolled_rnn(rng: np.random.Generator, steps: int = 6, d: int = 8):
     """h_t = tanh(W h_(t-1) + U x_t); the loss reads only the last state, so gradients flow back through W."""
     W = mg.tensor(rng.normal(0, 0.5 / math.sqrt(d), (d, d)).astype(np.float32), requires_grad=True)
@@ -85,10 +116,14 @@ def unrolled_rnn(rng: np.random.Generator, steps: int = 6, d: int = 8):
     return loss, viz.draw_graph(loss, params={"W": W, "U": U}, show="grad", rankdir="TB")
 
 
+# %% [markdown]
+# ## Draw them
+#
+# `--out DIR` chooses the folder (default `out/graphs`, not tracked by git).
+
+# %%
 def main(argv=None) -> dict[str, Path]:
-    parser = argparse.ArgumentParser(prog="python -m demos.draw_graphs", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("out") / "graphs", help="folder (default: %(default)s)")
-    args = parser.parse_args(argv)
+    args = parse_args(argv, "draw_graphs", "Draw four computation graphs with minigrad.viz.")
 
     scalar_out, scalar_graph = scalar_expression()
     graphs = {
@@ -112,5 +147,6 @@ def main(argv=None) -> dict[str, Path]:
     return written
 
 
-if __name__ == "__main__":
+# %%
+if __name__ == "__main__":  # a script, or a Jupyter kernel; not when imported
     main()

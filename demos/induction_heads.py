@@ -154,6 +154,8 @@ def main(argv=None) -> dict:
     say(f"2-layer attention-only transformer, {model.num_parameters():,} parameters; sequences of {args.half} "
         f"random tokens (of {args.vocab_size}) repeated once")
     say(f"chance level: ln({args.vocab_size}) = {math.log(args.vocab_size):.2f} nats per token\n")
+    say("loss on each half in nats per token (cross-entropy); induction score: the best layer-2 head's mean "
+        "attention to the token after the previous occurrence (0 to 1)")
     say(f"{'step':>6} {'first half':>11} {'repeated half':>14} {'induction score':>16}")
 
     history = {"step": [], "first": [], "repeated": [], "induction": []}
@@ -186,8 +188,8 @@ def main(argv=None) -> dict:
     ind, prev = induction_scores(layer2), previous_token_scores(layer1)
     ind_head, prev_head = int(ind.argmax()), int(prev.argmax())
     onset = next((s for s, r in zip(history["step"], history["repeated"]) if r < 0.5 * history["first"][0]), None)
-    print(f"after {args.steps} steps ({seconds:.0f} s): loss {history['first'][-1]:.2f} on the random half, "
-          f"{history['repeated'][-1]:.2f} on the repeated half (chance: {math.log(args.vocab_size):.2f})")
+    print(f"after {args.steps} steps ({seconds:.0f} s): loss {history['first'][-1]:.2f} nats per token on the random "
+          f"half, {history['repeated'][-1]:.2f} on the repeated half (chance: {math.log(args.vocab_size):.2f})")
     print(f"induction head: layer 2, head {ind_head} (induction score {ind[ind_head]:.2f}; all layer-2 heads: "
           f"{', '.join(f'{s:.2f}' for s in ind)})")
     print(f"previous-token head: layer 1, head {prev_head} (score {prev[prev_head]:.2f}; all layer-1 heads: "

@@ -128,6 +128,8 @@ def main(argv=None) -> dict:
     say(f"task: {args.task} strings of {args.min_len}-{args.max_len} digits; encoder-decoder transformer "
         f"({args.n_layer}+{args.n_layer} layers, d_model {args.d_model}), {model.num_parameters():,} parameters")
     say(f"{args.test_size} held-out strings, never seen in training\n")
+    say("train loss: cross-entropy in nats per output token (teacher forcing), mean since the last test; "
+        "exact match: share of held-out strings decoded exactly right")
     say(f"{'step':>6} {'train loss':>11} {'exact match':>12}")
 
     history = {"step": [], "loss": [], "accuracy": []}

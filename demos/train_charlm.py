@@ -16,16 +16,22 @@ that uses context goes well below it; the samples show what it has learned.
 The training loop is the standard one (nanoGPT's, written out): random windows
 of the training text from a seeded NumPy Generator, AdamW (weight decay on the
 matrices only), a linear warmup then a cosine decay of the learning rate, and
-the gradient clipped to a global norm of 1.
+the gradient clipped to a global norm of 1. Unless ``--warmup-steps`` is given,
+the warmup is the model's default (GPT 60 steps) or a tenth of ``--steps``,
+whichever is shorter, so ``--steps 60`` alone works.
+
+Every loss printed or plotted is in bits per character; ``metrics.json`` keeps
+the raw cross-entropy in nats (divide by ln 2 for bits).
 
 The default GPT (``models.GPT``: d_model 128, 4 heads, 64 characters of
-context) was chosen by measuring what learns most in about two and a half
-minutes of NumPy on one core. Two things mattered:
+context) was chosen by measuring what learns most in a fixed budget of
+training time (the README gives the measured time of each default run). Two
+things mattered:
 
 * rotary positions (``--position rope``): with learned position embeddings the
   model first sits ~100 steps on a plateau near 3.9 bits/char, unable to tell
   the previous character from any other until it has learned what positions
-  are; RoPE builds relative position into attention from step 0;
+  are; RoPE builds relative position into attention from the first step;
 * depth for time: at equal compute, 2 layers x 1600 steps reached 2.31
   bits/char on the validation text, 3 layers x 1070 steps 2.42, and 4 layers x
   800 steps 2.52. With this little training, more steps beat more layers
@@ -136,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Train a character-level language model (GPT, LSTM or RNN) on minigrad.",
         epilog="Defaults: a 2-layer GPT (d_model 128, 4 heads, rotary positions, 64 characters of context), "
-               "1600 steps of 16 windows on the standard library's docstrings: under 3 minutes on two cores.")
+               "1600 steps of 16 windows on the standard library's docstrings. Losses are shown in bits per "
+               "character.")
     add = parser.add_argument
     add("--model", choices=sorted(MODEL_DEFAULTS), help="the network (default: gpt)")
     add("--out", type=Path, metavar="DIR", help="run folder (default: runs/charlm-<model>-<date>-<time>)")
@@ -165,7 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--batch-size", type=int, metavar="B", help="windows per step (16)")
     group.add_argument("--lr", type=float, help="peak learning rate (GPT 3e-3, LSTM 4e-3, RNN 2e-3)")
     group.add_argument("--min-lr-ratio", type=float, metavar="R", help="final lr as a fraction of the peak (0.1)")
-    group.add_argument("--warmup-steps", type=int, metavar="N", help="linear warmup steps (GPT 60, LSTM 40, RNN 50)")
+    group.add_argument("--warmup-steps", type=int, metavar="N",
+                       help="linear warmup steps (GPT 60, LSTM 40, RNN 50, or a tenth of --steps if that is fewer)")
     group.add_argument("--weight-decay", type=float, metavar="W", help="AdamW weight decay on matrices (0.1)")
     group.add_argument("--grad-clip", type=float, metavar="NORM", help="clip the gradient's global norm (1.0)")
     group.add_argument("--seed", type=int, help="seed of the weights, the batches and dropout (0)")
@@ -185,6 +193,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     model = args.model or "gpt"
     values = {**dataclasses.asdict(TrainConfig()), **MODEL_DEFAULTS[model], "model": model}
     values.update({k: getattr(args, k) for k in HYPERPARAMETERS if getattr(args, k, None) is not None})
+    if args.warmup_steps is None:  # the default warmup shrinks with a short run, so --steps alone always works
+        values["warmup_steps"] = min(values["warmup_steps"], values["steps"] // 10)
     if values["text"] is not None:
         values["text"] = str(values["text"])
     cfg = TrainConfig(**values)
@@ -200,7 +210,7 @@ def check_config(cfg: TrainConfig) -> None:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(cfg, name)}")
     checks = [("val_fraction", 0 < cfg.val_fraction < 1, "in (0, 1)"), ("dropout", 0 <= cfg.dropout < 1, "in [0, 1)"),
               ("lr", cfg.lr > 0, "> 0"), ("min_lr_ratio", 0 <= cfg.min_lr_ratio <= 1, "in [0, 1]"),
-              ("warmup_steps", 0 <= cfg.warmup_steps < cfg.steps, f"in [0, steps={cfg.steps})"),
+              ("warmup_steps", 0 <= cfg.warmup_steps < cfg.steps, f"at least 0 and less than --steps {cfg.steps}"),
               ("weight_decay", cfg.weight_decay >= 0, ">= 0"), ("grad_clip", cfg.grad_clip > 0, "> 0"),
               ("sample_every", cfg.sample_every >= 0, ">= 0"), ("temperature", cfg.temperature >= 0, ">= 0")]
     for name, ok, rule in checks:
@@ -269,7 +279,7 @@ class Run:
     scheduler: optim.LRScheduler
     rng: np.random.Generator
     step: int = 0  # optimizer steps completed
-    train_losses: list = dataclasses.field(default_factory=list)  # one per step, in nats
+    train_losses: list = dataclasses.field(default_factory=list)  # one per step, in nats (metrics.json too)
     val_losses: list = dataclasses.field(default_factory=list)  # [step, loss in nats]
     seconds: float = 0.0  # training time so far, over every session of the run
     updating: bool = False  # True while the optimizer writes the weights
@@ -489,7 +499,8 @@ def train(run: Run, stop_after: int | None, quiet: bool) -> str:
             window_steps += 1
             if bar is not None:
                 elapsed = time.perf_counter() - window_start
-                bar.set_postfix_str(f"loss {loss:.3f}, {window_steps * tokens_per_step / elapsed:,.0f} tok/s")
+                bar.set_postfix_str(f"loss {loss / LN2:.2f} bits/char, "
+                                    f"{window_steps * tokens_per_step / elapsed:,.0f} tok/s")
                 bar.update(1)
                 if elapsed > 10:  # tokens/s over the last ten seconds or so
                     window_start, window_steps = time.perf_counter(), 0
@@ -498,8 +509,9 @@ def train(run: Run, stop_after: int | None, quiet: bool) -> str:
             if run.step % cfg.eval_every == 0 or last:
                 val = evaluate(run.model, val_batches)
                 run.val_losses.append([run.step, val])
-                log(f"step {run.step:>5}/{cfg.steps} | train loss {np.mean(since_eval):.3f} | "
-                    f"val loss {val:.3f} = {val / LN2:.2f} bits/char | lr {run.scheduler.get_last_lr()[0]:.2e} | "
+                log(f"step {run.step:>5}/{cfg.steps} | train loss {np.mean(since_eval) / LN2:.2f} bits/char "
+                    f"(mean since the last evaluation) | val loss {val / LN2:.2f} bits/char | "
+                    f"lr {run.scheduler.get_last_lr()[0]:.2e} | "
                     f"{tokens_per_step * run.step / max(run.seconds, 1e-9):,.0f} tok/s")
                 since_eval = []
                 save_checkpoint(run)

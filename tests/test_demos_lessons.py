@@ -1,26 +1,22 @@
-"""The demos that retell the two seed texts: they print the texts' numbers, and every gradient checks out.
+"""The lessons (demos/rnn_vanishing_gradient, attention_from_scratch, transformer_lesson): the numbers they
+print, and every gradient checks out.
 
-Expected lines are copied from the texts' printed outputs (the notebook
-``000_480be21528dd973b.txt`` and the lesson ``004_78febfc9bfabf30a.txt``).
-Each demo runs once per module (a few seconds) and its printout is checked.
+The lessons retell two texts the project grew from (an attention tutorial written
+with NumPy, and a lesson on the transformer), with the same seeds and draw order,
+so they print the same numbers; the expected numbers below are those texts'.
+Each lesson runs once per module, cell by cell as Jupyter would run it
+(tests/demos_helpers.py), and its printout and namespace are checked.
 """
 
-import contextlib
 import importlib.util
-import io
+import re
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from demos_helpers import DEMOS, run_cells
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
-
-
-def run_demo(module, argv):
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        result = module.main(argv)
-    return SimpleNamespace(result=result, text=out.getvalue(), lines=out.getvalue().splitlines())
 
 
 def assert_printed(lines, expected: str):
@@ -32,56 +28,55 @@ def assert_printed(lines, expected: str):
 # RNN: the vanishing gradient
 # --------------------------------------------------------------------------------------
 
-NOTEBOOK_RNN = """
-After  1 tokens, size of d h_T / d h_0: 2.63e+00
-After  5 tokens, size of d h_T / d h_0: 2.29e-01
-After 10 tokens, size of d h_T / d h_0: 1.44e-02
-After 20 tokens, size of d h_T / d h_0: 2.20e-04
-After 40 tokens, size of d h_T / d h_0: 7.85e-08
-After 60 tokens, size of d h_T / d h_0: 1.62e-13
+# The RNN's table, to the digit; each size is the Frobenius norm of the 16 x 16 Jacobian.
+RNN_TABLE = """
+After  1 tokens, Frobenius norm of d h_T / d h_0: 2.63e+00
+After  5 tokens, Frobenius norm of d h_T / d h_0: 2.29e-01
+After 10 tokens, Frobenius norm of d h_T / d h_0: 1.44e-02
+After 20 tokens, Frobenius norm of d h_T / d h_0: 2.20e-04
+After 40 tokens, Frobenius norm of d h_T / d h_0: 7.85e-08
+After 60 tokens, Frobenius norm of d h_T / d h_0: 1.62e-13
 """
 
 
 @pytest.fixture(scope="module")
 def rnn_run(tmp_path_factory):
-    from demos import rnn_vanishing_gradient
-
     out = tmp_path_factory.mktemp("rnn")
-    return SimpleNamespace(out=out, **vars(run_demo(rnn_vanishing_gradient, ["--out", str(out)])))
+    return SimpleNamespace(out=out, **vars(run_cells(DEMOS / "rnn_vanishing_gradient.py", ["--out", out])))
 
 
-def test_rnn_prints_the_notebooks_table(rnn_run):
-    assert_printed(rnn_run.lines, NOTEBOOK_RNN)
+def test_rnn_prints_the_table_with_its_norm(rnn_run):
+    assert_printed(rnn_run.lines, RNN_TABLE)
 
 
 def test_rnn_backprop_jacobian_matches_finite_differences(rnn_run):
-    errors = [*rnn_run.result["errors"].values(), rnn_run.result["lstm_error"]]
+    errors = [*rnn_run.ns.errors.values(), rnn_run.ns.lstm_error]
     assert len(errors) == 4 and max(errors) < 1e-8
-    assert sum("central finite differences" in line for line in rnn_run.lines) == 4
+    assert sum("largest |backprop - central difference|" in line for line in rnn_run.lines) == 4
 
 
 def test_lstm_forgets_far_more_slowly(rnn_run):
-    rnn, lstm = rnn_run.result["rnn"], rnn_run.result["lstm"]
+    rnn, lstm = rnn_run.ns.rnn_sizes, rnn_run.ns.lstm_sizes
     assert lstm[60] > 1e4 * rnn[60]
     assert lstm[60] / lstm[1] > 1e4 * (rnn[60] / rnn[1])  # relative to where each starts, too
 
 
 def test_rnn_hook_curve_agrees_with_the_jacobian(rnn_run):
-    rnn_curve, lstm_curve = rnn_run.result["rnn_curve"], rnn_run.result["lstm_curve"]
+    rnn_curve, lstm_curve = rnn_run.ns.rnn_curve, rnn_run.ns.lstm_curve
     assert rnn_curve.shape == lstm_curve.shape == (61,)
-    assert np.isclose(rnn_curve[0], rnn_run.result["rnn"][60], rtol=1e-10)
-    assert np.isclose(lstm_curve[0], rnn_run.result["lstm"][60], rtol=1e-10)
+    assert np.isclose(rnn_curve[0], rnn_run.ns.rnn_sizes[60], rtol=1e-10)
+    assert np.isclose(lstm_curve[0], rnn_run.ns.lstm_sizes[60], rtol=1e-10)
     assert rnn_curve[60] == pytest.approx(4.0)  # d h_60 / d h_60 is the 16x16 identity: norm sqrt(16)
-    assert "The hooks' value at h_0 equals the Jacobian above: True" in rnn_run.lines
+    assert "The hooks' norm at h_0 equals the norm mg.jacobian gave for d h_60 / d h_0: True" in rnn_run.lines
 
 
-def test_rnn_hooks_match_jacobian_at_every_step():
+def test_rnn_hooks_match_jacobian_at_every_step(rnn_run):
     import minigrad as mg
-    from demos.rnn_vanishing_gradient import gradient_through_time, notebook_cell, notebook_rnn, run
 
-    W, U, inputs = notebook_rnn(np.random.default_rng(0))
-    cell, tokens = notebook_cell(W, U), inputs[:6]
-    curve = gradient_through_time(cell, tokens)
+    ns = rnn_run.ns
+    run = ns.run
+    cell, tokens = ns.rnn_cell_with(ns.W, ns.U), ns.inputs[:6]
+    curve = ns.gradient_through_time(cell, tokens)
     for t in range(len(tokens)):
         # d h_6 / d h_t by mg.jacobian on the rest of the sequence, started from the same h_t.
         h_t = run(cell, mg.zeros(1, 16, dtype=np.float64), tokens[:t])
@@ -90,15 +85,15 @@ def test_rnn_hooks_match_jacobian_at_every_step():
         assert np.isclose(curve[t], np.linalg.norm(J.numpy()), rtol=1e-10)
 
 
-def test_rnn_cell_is_the_notebooks_recurrence():
+def test_rnn_cell_is_the_written_out_recurrence(rnn_run):
     import minigrad as mg
-    from demos.rnn_vanishing_gradient import notebook_cell, notebook_rnn, run
 
-    W, U, inputs = notebook_rnn(np.random.default_rng(0))
+    ns = rnn_run.ns
+    W, U, inputs = ns.W, ns.U, ns.inputs
     h = np.zeros(16)
     for x in inputs[:10]:
-        h = np.tanh(W @ h + U @ x)  # the notebook's line
-    h_minigrad = run(notebook_cell(W, U), mg.zeros(1, 16, dtype=np.float64), inputs[:10])
+        h = np.tanh(W @ h + U @ x)  # h_t = tanh(W h_{t-1} + U x_t), in NumPy
+    h_minigrad = ns.run(ns.rnn_cell_with(W, U), mg.zeros(1, 16, dtype=np.float64), inputs[:10])
     assert np.allclose(h_minigrad.numpy()[0], h, rtol=0, atol=1e-14)
 
 
@@ -109,10 +104,10 @@ def test_rnn_saves_the_curve(rnn_run):
 
 
 # --------------------------------------------------------------------------------------
-# Attention from scratch: the notebook's steps 3 to 8
+# Attention from scratch
 # --------------------------------------------------------------------------------------
 
-NOTEBOOK_ATTENTION = """
+ATTENTION_PRINTED = """
 pain -> the      score  0.00   weight 0.038
 pain -> patient  score  0.20   weight 0.046
 pain -> has      score  0.00   weight 0.038
@@ -125,8 +120,8 @@ d_k =  64: spread (std) of the scores   6.13 | largest weight without scaling 0.
 d_k = 512: spread (std) of the scores  32.88 | largest weight without scaling 1.000, with scaling 0.326
 Output shape: (9, 8) (one new vector per token)
 Each row of weights sums to 1: True
-With the mask, weight given to future tokens: 0.0
-2 heads of dimension 4; output shape (9, 8); parameters 256
+With the mask, total weight given to future tokens (the upper triangle): 0.0
+2 heads of dimension 4; output shape (9, 8); parameters 256 (3 matrices of 8 x 4 per head, and W_O of 8 x 8)
 Shuffling the tokens only shuffles the outputs: True
 Largest difference between PE(pos + 3) and R_3 PE(pos), over all positions: 2.4e-15
 With positional encoding, shuffling only shuffles the outputs: False
@@ -134,45 +129,46 @@ Input (9, 8) -> output (9, 8)
 Variance of each output token: [1. 1. 1. 1. 1. 1. 1. 1. 1.]
 Parameters of this small block: 808
 """
-# The notebook's mean line; each mean is ~1e-17, so the sign NumPy shows on the rounded zero is
-# rounding noise that differs between machines (the notebook's own code prints other signs here).
-NOTEBOOK_MEAN = "Mean of each output token: [-0.  0. -0. -0.  0. -0.  0.  0. -0.]"
+# The mean line; each mean is ~1e-17, so the sign NumPy shows on the rounded zero is rounding noise
+# that differs between machines.
+ATTENTION_MEAN = "Mean of each output token: [-0.  0. -0. -0.  0. -0.  0.  0. -0.]"
 
 
 @pytest.fixture(scope="module")
-def attention_run():
-    from demos import attention_from_scratch
+def attention_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("attention")
+    return SimpleNamespace(out=out, **vars(run_cells(DEMOS / "attention_from_scratch.py", ["--out", out])))
 
-    return run_demo(attention_from_scratch, [])
 
-
-def test_attention_prints_the_notebooks_numbers(attention_run):
-    assert_printed(attention_run.lines, NOTEBOOK_ATTENTION)
+def test_attention_prints_the_original_numbers(attention_run):
+    assert_printed(attention_run.lines, ATTENTION_PRINTED)
     [mean_line] = [line for line in attention_run.lines if line.startswith("Mean of each output token")]
-    assert mean_line.replace("-0.", " 0.") == NOTEBOOK_MEAN.replace("-0.", " 0.")
-    assert np.abs(attention_run.result.y.numpy().mean(axis=1)).max() < 1e-12
+    assert mean_line.replace("-0.", " 0.") == ATTENTION_MEAN.replace("-0.", " 0.")
+    assert np.abs(attention_run.ns.y.numpy().mean(axis=1)).max() < 1e-12
+    assert attention_run.ns.nn_block_difference < 1e-12 and attention_run.ns.nn_pe_difference < 1e-12
 
 
 def test_attention_runs_on_tensors(attention_run):
     import minigrad as mg
 
-    nb = attention_run.result
-    for value in (nb.sa.out_causal, nb.sa.w_causal, nb.mh, nb.y, nb.W_O, *nb.heads[0]):
+    nb = attention_run.ns
+    for value in (nb.out_causal, nb.w_causal, nb.mh, nb.y, nb.W_O, *nb.heads[0]):
         assert isinstance(value, mg.Tensor)
 
 
 def test_attention_gradients_match_finite_differences(attention_run):
-    nb = attention_run.result
+    nb = attention_run.ns
     assert set(nb.attention_errors) == {"X", "W_Q", "W_K", "W_V"}
     assert set(nb.block_errors) == {"input", "W_O", "W1", "W2"}
     assert max(nb.attention_errors.values()) < 1e-7
     assert max(nb.block_errors.values()) < 1e-7
 
 
-def test_attention_gradients_pass_gradcheck():
+def test_attention_gradients_pass_gradcheck(attention_run):
     """The same gradients through the engine's own checker (every Jacobian entry, not one loss)."""
     import minigrad as mg
-    from demos.attention_from_scratch import attention, transformer_block
+
+    attention, transformer_block = attention_run.ns.attention, attention_run.ns.transformer_block
 
     rng = np.random.default_rng(5)
     X, Wq, Wk, Wv = (mg.tensor(rng.normal(size=s), requires_grad=True) for s in [(4, 6), (6, 3), (6, 3), (6, 3)])
@@ -185,7 +181,7 @@ def test_attention_gradients_pass_gradcheck():
 
 
 def test_unscaled_softmax_gradient_collapses(attention_run):
-    rows = attention_run.result.softmax_grad_norms
+    rows = attention_run.ns.softmax_grad_norms
     unscaled = [r[1] for r in rows]
     scaled = [r[2] for r in rows]
     assert all(a > b for a, b in zip(unscaled, unscaled[1:]))  # falls at every step of d_k
@@ -195,21 +191,18 @@ def test_unscaled_softmax_gradient_collapses(attention_run):
 
 
 @pytest.mark.skipif(not HAS_MATPLOTLIB, reason="matplotlib is not installed")
-def test_attention_maps_are_drawn(tmp_path):
-    from demos import attention_maps
-
-    run = run_demo(attention_maps, ["--out", str(tmp_path)])
-    names = sorted(p.name for p in run.result)
+def test_attention_pictures_are_drawn_into_out(attention_run):
+    names = sorted(p.name for p in attention_run.ns.pictures)
     assert names == ["attention_maps.png", "positional_encoding.png"]
-    for path in run.result:
-        assert path.parent == tmp_path and path.read_bytes()[:4] == b"\x89PNG"
-    assert not list(tmp_path.glob(".*"))  # no temporary files left behind
+    for path in attention_run.ns.pictures:
+        assert path.parent == attention_run.out and path.read_bytes()[:4] == b"\x89PNG"
+    assert not list(attention_run.out.glob(".*"))  # no temporary files left behind
 
 
 def test_plots_are_skipped_without_matplotlib(tmp_path, monkeypatch):
     import builtins
 
-    from demos import attention_maps
+    from demos._common import pyplot
 
     real_import = builtins.__import__
 
@@ -219,9 +212,7 @@ def test_plots_are_skipped_without_matplotlib(tmp_path, monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    run = run_demo(attention_maps, ["--out", str(tmp_path)])
-    assert run.result == [] and "plots skipped" in run.text
-    assert not list(tmp_path.iterdir())
+    assert pyplot() is None
 
 
 # --------------------------------------------------------------------------------------
@@ -237,6 +228,7 @@ causal attention weights (rows = query position):
  [0.08 0.02 0.65 0.23 0.01]]
 rows sum to [1. 1. 1. 1. 1.]
 output shape: (5, 8)
+Token 4's embedding moved by +5 in each of its 16 coordinates; largest absolute change of each output vector:
 max change in outputs 0-3: 0.0   output 4: 6.83
  d_k   score std (raw)  max weight raw   max weight scaled
    16          3.9           0.571            0.103
@@ -260,45 +252,45 @@ GPT-2 small: 0.12 B parameters (0.08 B in layers, 0.04 B embeddings)
 
 @pytest.fixture(scope="module")
 def lesson_run():
-    from demos import transformer_lesson
-
-    return run_demo(transformer_lesson, [])
+    return run_cells(DEMOS / "transformer_lesson.py")
 
 
-def test_lesson_prints_the_lessons_numbers(lesson_run):
+def test_lesson_prints_the_original_numbers(lesson_run):
     assert_printed(lesson_run.lines, LESSON_PRINTED)
     # The weight matrix is printed as one block, in order.
     assert "\n".join(LESSON_PRINTED.strip("\n").splitlines()[:6]) in lesson_run.text
 
 
 def test_lesson_causal_mask_holds_for_gradients(lesson_run):
-    r = lesson_run.result
-    assert r["change"][:4].max() == 0.0  # exactly, not approximately
-    assert np.all(r["causal_grad"][4] == 0.0)
-    assert np.abs(r["causal_grad"][:4]).max() > 0.1
-    assert "Backprop: gradient of outputs 0-3 with respect to token 4: 0.0" in lesson_run.text
+    r = lesson_run.ns
+    assert r.change.numpy()[:4].max() == 0.0  # exactly, not approximately
+    assert np.all(r.causal_grad[4] == 0.0)
+    assert np.abs(r.causal_grad[:4]).max() > 0.1
+    assert ("Backprop, loss = sum(G * outputs 0-3) for a fixed random G: largest |d loss / d token 4|: 0.0"
+            in lesson_run.text)
 
 
 def test_lesson_gradients_match_finite_differences(lesson_run):
-    r = lesson_run.result
-    for errors in (r["attention_errors"], r["rope_errors"], r["block_errors"]):
+    r = lesson_run.ns
+    for errors in (r.attention_errors, r.rope_errors, r.block_errors):
         assert len(errors) >= 2 and max(errors) < 1e-7
 
 
 def test_lesson_block_parameters_agree_with_costs(lesson_run):
-    r = lesson_run.result
-    assert r["block_matrices"] == 12 * 16 * 16 == r["costs_lesson"]
-    assert r["block_params"] == r["costs_exact"]
+    r = lesson_run.ns
+    assert r.block_matrices == 12 * 16 * 16 == r.costs_lesson
+    assert r.block_params == r.costs_exact
 
 
-def test_rope_module_is_the_lessons_rotation():
-    """nn.RotaryEmbedding, features reordered to its half-split layout, rotates exactly as the lesson's rope."""
+def test_rope_module_is_the_written_out_rotation(lesson_run):
+    """nn.RotaryEmbedding, features reordered to its half-split layout, rotates as RoPE written in NumPy."""
     import minigrad as mg
-    from demos.transformer_lesson import TO_HALF_SPLIT, D, rotate
+
+    TO_HALF_SPLIT, D, rotate = lesson_run.ns.TO_HALF_SPLIT, lesson_run.ns.D, lesson_run.ns.rotate
 
     freqs = 1.0 / 10000 ** (np.arange(0, D, 2) / D)
 
-    def lesson_rope(x, pos):  # the lesson's function
+    def lesson_rope(x, pos):  # RoPE on interleaved pairs, written in NumPy
         x1, x2 = x[0::2], x[1::2]
         c, s = np.cos(pos * freqs), np.sin(pos * freqs)
         out = np.empty_like(x)
@@ -311,10 +303,44 @@ def test_rope_module_is_the_lessons_rotation():
         assert np.allclose(rotate(mg.tensor(x), pos).numpy(), lesson_rope(x, pos)[TO_HALF_SPLIT], atol=1e-12)
 
 
-def test_lesson_scores_depend_only_on_the_offset():
-    from demos.transformer_lesson import rope_score, rope_vectors
-
-    q, k = rope_vectors()
+def test_lesson_scores_depend_only_on_the_offset(lesson_run):
+    rope_score, q, k = lesson_run.ns.rope_score, lesson_run.ns.q, lesson_run.ns.k
     offset_3 = [rope_score(q, k, m, m - 3).item() for m in (3, 40, 500, 7777)]
     assert np.allclose(offset_3, offset_3[0], rtol=0, atol=1e-10)
     assert not np.isclose(rope_score(q, k, 5, 4).item(), offset_3[0])
+
+
+# --------------------------------------------------------------------------------------
+# Every printed number says what it is
+# --------------------------------------------------------------------------------------
+
+NUMBER = re.compile(r"\d\.\d+e[+-]\d\d")
+
+
+def test_rnn_numbers_name_their_norm(rnn_run):
+    for line in rnn_run.lines:
+        if NUMBER.search(line) and "||" not in line:  # ||d h_60 / d h_t||: under a header naming the norm
+            assert "Frobenius norm" in line or "largest |backprop - central difference|" in line, line
+    header = rnn_run.lines.index("Frobenius norm of d h_60 / d h_t, read by a hook on each h_t during backward "
+                                 "from h_60:")
+    assert rnn_run.lines[header + 1].startswith("  ||d h_60 / d h_60||")
+
+
+def test_attention_differences_say_what_was_compared(attention_run):
+    for line in attention_run.lines:
+        if NUMBER.search(line) and "difference" in line.lower():
+            assert "largest" in line.lower(), line
+    assert any("Euclidean norm of dL/d scores" in line for line in attention_run.lines)
+
+
+def test_lesson_says_what_was_perturbed_and_by_how_much(lesson_run):
+    i = lesson_run.lines.index("max change in outputs 0-3: 0.0   output 4: 6.83")
+    assert "Token 4's embedding moved by +5 in each of its 16 coordinates" in lesson_run.lines[i - 1]
+    for line in lesson_run.lines:
+        if "backprop - central difference" in line:
+            assert "largest |" in line, line
+
+
+def test_lessons_print_no_step_numbers_of_another_text(rnn_run, attention_run, lesson_run):
+    for run in (rnn_run, attention_run, lesson_run):
+        assert not [line for line in run.lines if re.match(r"\s*Step \d", line)]

@@ -9,6 +9,7 @@ the docstring corpus is cached in a tmp XDG_CACHE_HOME, never in the real home.
 import importlib.util
 import json
 import os
+import re
 import signal
 import string
 
@@ -195,6 +196,32 @@ def test_printed_summary_says_where_everything_is(text_file, tmp_path, capsys):
     assert f"python -m demos.sample {folder}" in out
 
 
+def test_steps_alone_scales_the_default_warmup():
+    def warmup(*argv):
+        return train_charlm.config_from_args(train_charlm.build_parser().parse_args(list(argv))).warmup_steps
+
+    assert warmup() == 60 and warmup("--steps", "60") == 6 and warmup("--steps", "5") == 0
+    assert warmup("--model", "lstm", "--steps", "100") == 10 and warmup("--model", "lstm") == 40
+    assert warmup("--steps", "60", "--warmup-steps", "30") == 30  # given explicitly: kept as given
+
+
+def test_steps_60_alone_runs_and_prints_losses_in_bits(text_file, tmp_path, capsys):
+    """``--steps 60`` without ``--warmup-steps`` (the model is tiny, the GPT's default warmup 60 is not)."""
+    at = TINY.index("--warmup-steps")
+    tiny = TINY[:at] + TINY[at + 2:] + ["--eval-every", "30", "--sample-every", "0"]
+    metrics = train_charlm.main(["--text", str(text_file), *tiny, "--steps", "60", "--out", str(tmp_path / "run"),
+                                 "--quiet"])
+    assert metrics["stopped"] == "finished" and len(metrics["train_losses"]) == 60
+    out = capsys.readouterr().out
+    assert "(warmup 6," in out
+    evaluations = [line for line in out.splitlines() if line.startswith("step ")]
+    assert len(evaluations) == 2
+    for line in evaluations:  # both losses in the same unit, and said
+        assert re.search(r"train loss \d+\.\d\d bits/char .* val loss \d+\.\d\d bits/char", line), line
+    final_bpc = float(re.search(r"val loss (\d+\.\d\d) bits/char", evaluations[-1]).group(1))
+    assert final_bpc == pytest.approx(metrics["final_val_bpc"], abs=0.006)
+
+
 def test_default_corpus_run(tmp_path, capsys):
     """No --text: the standard library's docstrings (capped small here), recorded with their hash."""
     folder = tmp_path / "run"
@@ -315,7 +342,8 @@ def io_step(path) -> int:
     (lambda run, text: ["--text", str(text), *TINY, "--out", str(run)], "already holds a run"),
     (lambda run, text: ["--text", str(text), *TINY, "--n-head", "3", "--out", str(run.parent / "x")],
      "d_model=16 must be divisible by n_head=3"),
-    (lambda run, text: ["--text", str(text), *TINY, "--warmup-steps", "50", "--steps", "10"], "--warmup-steps"),
+    (lambda run, text: ["--text", str(text), *TINY, "--warmup-steps", "50", "--steps", "10"],
+     "--warmup-steps must be at least 0 and less than --steps 10, got 50"),
 ])
 def test_bad_runs_give_one_clear_error(gpt_run, text_file, capsys, make_args, message):
     folder, _ = gpt_run
@@ -323,7 +351,7 @@ def test_bad_runs_give_one_clear_error(gpt_run, text_file, capsys, make_args, me
         train_charlm.main(make_args(folder, text_file))
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert message in err and "Traceback" not in err
+    assert message in err and "Traceback" not in err and err.count("\n") == 1
 
 
 def test_resume_refuses_a_changed_text(text_file, tmp_path, capsys):
@@ -426,7 +454,8 @@ def test_induction_heads_demo_runs(tmp_path, capsys):
     assert history["step"] == [0, 10, 20, 30, 40]
     assert all(0.0 <= s <= 1.0 for s in history["induction"])
     assert history["repeated"][-1] < history["repeated"][0]  # something about the copy is learned already
-    assert "induction head: layer 2, head" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "induction head: layer 2, head" in out and "nats per token" in out
     if HAS_MATPLOTLIB:
         assert (tmp_path / "induction_heads.png").read_bytes()[:8] == PNG_MAGIC
 
@@ -459,6 +488,7 @@ def test_seq2seq_demo_runs(tmp_path, capsys):
                            "--out", str(tmp_path)])
     assert 0.0 <= result["accuracy"] <= 1.0 and set(result["by_length"]) <= {3, 4, 5}
     assert np.mean(result["losses"][-5:]) < result["losses"][0] - 0.3
-    assert "exact match on 40 held-out strings" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "exact match on 40 held-out strings" in out and "nats per output token" in out
     if HAS_MATPLOTLIB:
         assert (tmp_path / "seq2seq_cross_attention.png").read_bytes()[:8] == PNG_MAGIC
