@@ -6,13 +6,13 @@ Kept apart so each demo reads as the text it retells, without this plumbing.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
 import minigrad as mg
+from minigrad.files import atomic_write
 
 
 def parse_args(argv, demo: str, description: str, pictures: bool = True) -> argparse.Namespace:
@@ -132,12 +132,9 @@ def save_figure(fig, path: Path) -> Path:
         from IPython.display import display
 
         display(fig)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # same folder, so the rename is atomic
     try:
-        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", dpi=110, bbox_inches="tight")
-        os.replace(tmp, path)
+        atomic_write(path, lambda f: fig.savefig(f, format=path.suffix.lstrip(".") or "png", dpi=110,
+                                                 bbox_inches="tight"), make_dirs=True)
     finally:
-        tmp.unlink(missing_ok=True)
         plt.close(fig)
     return path

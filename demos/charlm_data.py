@@ -40,6 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
+from minigrad.files import atomic_write
+
 DEFAULT_MAX_BYTES = 1_000_000
 SKIPPED_FOLDERS = frozenset({"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__"})
 
@@ -158,20 +160,11 @@ def stdlib_corpus(max_bytes: int = DEFAULT_MAX_BYTES) -> Corpus:
     digest = sha256_of(text)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(path, text)
-        _write_atomic(sidecar, json.dumps({"sha256": digest, "characters": len(text), "source": source}))
+        atomic_write(path, text)
+        atomic_write(sidecar, json.dumps({"sha256": digest, "characters": len(text), "source": source}))
     except OSError:
         return Corpus(text, source, digest, None)  # a read-only home: fine, just not cached
     return Corpus(text, source, digest, str(path))
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 # --------------------------------------------------------------------------------------
@@ -243,7 +236,7 @@ class CharTokenizer:
         return json.dumps({"type": "char", "chars": self.chars}, indent=1)
 
     def save(self, path) -> None:
-        _write_atomic(Path(path), self.to_json())
+        atomic_write(Path(path), self.to_json())
 
     @classmethod
     def load(cls, path) -> CharTokenizer:

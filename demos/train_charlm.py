@@ -60,7 +60,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 import shlex
 import signal
 import sys
@@ -75,6 +74,7 @@ import minigrad as mg
 from demos import charlm_data as data
 from demos._common import pyplot, save_figure
 from minigrad import io, optim
+from minigrad.files import atomic_write
 
 PROG = "python -m demos.train_charlm"
 RUN_FILES = ("config.json", "tokenizer.json", "checkpoint.safetensors", "metrics.json", "loss_curve.png",
@@ -377,12 +377,7 @@ def save_checkpoint(run: Run) -> None:
 
 
 def write_json(path: Path, value) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(value, indent=2) + "\n")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    atomic_write(path, json.dumps(value, indent=2) + "\n")
 
 
 # --------------------------------------------------------------------------------------

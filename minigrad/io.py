@@ -34,13 +34,14 @@ import dataclasses
 import hashlib
 import json
 import os
-import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import safetensors
 import safetensors.numpy
+
+from .files import atomic_write
 
 FORMAT = "minigrad.checkpoint"
 FORMAT_VERSION = 1
@@ -80,7 +81,7 @@ def save_safetensors(path, tensors: dict[str, np.ndarray], metadata: dict[str, s
     except Exception as err:  # e.g. a dtype safetensors has no code for (object, complex128)
         described = {k: f"{v.shape} {v.dtype}" for k, v in arrays.items()}
         raise CheckpointError(f"save_safetensors: cannot serialise {described}: {err}") from None
-    _atomic_write(path, data)
+    atomic_write(path, data)
 
 
 def load_safetensors(path, *, return_metadata: bool = False):
@@ -112,35 +113,6 @@ def _little_endian(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         array = np.asarray(value)
         out[name] = np.asarray(array, dtype=array.dtype.newbyteorder("<"), order="C")  # keeps 0-d arrays 0-d
     return out
-
-
-def _atomic_write(path, data: bytes) -> None:
-    """Write to a new file next to ``path``, fsync it, then rename it over ``path`` (atomic on POSIX)."""
-    path = os.fspath(path)
-    directory, name = os.path.split(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise FileNotFoundError(f"cannot save {path}: the directory {directory} does not exist")
-    tmp = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.tmp")
-    # os.open rather than tempfile.mkstemp: mode 0o666 lets the umask decide the final file's permissions.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())  # the bytes are on disk before the rename makes them the checkpoint
-        os.replace(tmp, path)
-    except BaseException:  # KeyboardInterrupt included: never leave the temporary file behind
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable (POSIX; a no-op elsewhere)
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
 
 def _checksum(tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> str:

@@ -30,6 +30,7 @@ from minigrad.nn import functional as F
 from minigrad.nn import init
 
 from . import generation
+from ._checks import check_positive_int
 from .gpt import normal_init
 
 
@@ -54,10 +55,10 @@ class EncoderConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "d_model"):
-            _check_positive_int(name, getattr(self, name))
+            check_positive_int("EncoderConfig", name, getattr(self, name))
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model
-        _check_positive_int("d_ff", self.d_ff)
+        check_positive_int("EncoderConfig", "d_ff", self.d_ff)
         for name, allowed in (("norm", ("layernorm", "rmsnorm")), ("position", ("learned", "sinusoidal")),
                               ("gelu_approximate", ("tanh", "none"))):
             if getattr(self, name) not in allowed:
@@ -70,10 +71,6 @@ class EncoderConfig:
         if self.pad_id is not None and not 0 <= self.pad_id < self.vocab_size:
             raise ValueError(f"EncoderConfig: pad_id={self.pad_id} is not a token id in [0, {self.vocab_size})")
 
-
-def _check_positive_int(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"EncoderConfig: {name} must be a positive integer, got {value!r}")
 
 
 class MaskedLM(nn.Module):

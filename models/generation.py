@@ -32,6 +32,7 @@ from collections.abc import Callable
 import numpy as np
 
 from minigrad import Tensor, no_grad
+from minigrad.nn import functional as F
 from minigrad.nn import init
 
 # --------------------------------------------------------------------------------------
@@ -45,15 +46,9 @@ def token_batch(idx, vocab_size: int, who: str, name: str = "idx") -> np.ndarray
     ``who`` names the caller (``GPT.forward``) and ``name`` the argument, so the
     error says which argument of which method was wrong, and how.
     """
-    ids = np.asarray(idx.data if isinstance(idx, Tensor) else idx)
-    if ids.dtype.kind not in "iu":
-        raise TypeError(f"{who}: {name} must hold integer token ids, got dtype {ids.dtype} (shape {ids.shape})")
+    ids = F.token_ids(idx, vocab_size, who, name, size_name="vocab_size", error=ValueError)
     if ids.ndim != 2:
         raise ValueError(f"{who}: {name} must be a (batch, time) array of token ids, got shape {ids.shape}")
-    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
-        bad = ids[(ids < 0) | (ids >= vocab_size)]
-        raise ValueError(f"{who}: {name} holds token id {bad[0]}, outside [0, vocab_size={vocab_size}) "
-                         f"({len(bad)} such id(s); {name} shape {ids.shape}, min {ids.min()}, max {ids.max()})")
     return ids.astype(np.int64, copy=False)
 
 

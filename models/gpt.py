@@ -37,6 +37,7 @@ from minigrad.nn import KVCache, init
 from minigrad.nn import functional as F
 
 from . import generation
+from ._checks import check_positive_int
 
 _CHOICES = {"norm": ("layernorm", "rmsnorm"), "position": ("learned", "sinusoidal", "rope"),
             "mlp": ("gelu", "swiglu"), "gelu_approximate": ("tanh", "none")}
@@ -64,13 +65,13 @@ class GPTConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "block_size", "n_layer", "n_head", "d_model"):
-            _check_positive_int(name, getattr(self, name))
+            check_positive_int("GPTConfig", name, getattr(self, name))
         if self.n_kv_head is None:
             self.n_kv_head = self.n_head
-        _check_positive_int("n_kv_head", self.n_kv_head)
+        check_positive_int("GPTConfig", "n_kv_head", self.n_kv_head)
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model if self.mlp == "gelu" else max(1, round(8 * self.d_model / 3))
-        _check_positive_int("d_ff", self.d_ff)
+        check_positive_int("GPTConfig", "d_ff", self.d_ff)
         for name, allowed in _CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"GPTConfig: {name}={getattr(self, name)!r}; expected one of {allowed}")
@@ -95,10 +96,6 @@ class GPTConfig:
     def head_dim(self) -> int:
         return self.d_model // self.n_head
 
-
-def _check_positive_int(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"GPTConfig: {name} must be a positive integer, got {value!r}")
 
 
 def normal_init(model: nn.Module, rng: np.random.Generator, std: float = 0.02) -> None:

@@ -35,6 +35,7 @@ import re
 import numpy as np
 
 from minigrad import io
+from minigrad.files import atomic_write
 
 from .gpt import GPT, GPTConfig
 
@@ -211,6 +212,6 @@ def save_gpt2(model: GPT, path) -> None:
                  # GPT-2's <|endoftext|> is token 50256; a smaller vocabulary has no such token.
                  "bos_token_id": 50256 if c.vocab_size > 50256 else None,
                  "eos_token_id": 50256 if c.vocab_size > 50256 else None}
-    # minigrad.io's atomic write (temporary file, fsync, rename), so a crash never leaves half a config.
-    io._atomic_write(os.path.join(os.path.dirname(os.path.abspath(file)), "config.json"),
-                     (json.dumps(hf_config, indent=2) + "\n").encode())
+    # Atomic (temporary file, fsync, rename), so a crash never leaves half a config.
+    atomic_write(os.path.join(os.path.dirname(os.path.abspath(file)), "config.json"),
+                 json.dumps(hf_config, indent=2) + "\n")

@@ -29,6 +29,7 @@ from minigrad.nn import functional as F
 from minigrad.nn import init
 
 from . import generation
+from ._checks import check_positive_int
 
 _LAYERS = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
 
@@ -47,9 +48,7 @@ class RNNConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "hidden_size", "n_layer"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-                raise ValueError(f"RNNConfig: {name} must be a positive integer, got {value!r}")
+            check_positive_int("RNNConfig", name, getattr(self, name))
         if self.cell not in _LAYERS:
             raise ValueError(f"RNNConfig: cell={self.cell!r}; expected one of {tuple(_LAYERS)}")
         if not (isinstance(self.dropout, int | float) and 0 <= self.dropout < 1):

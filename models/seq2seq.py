@@ -38,6 +38,7 @@ from minigrad.nn import KVCache, init
 from minigrad.nn import functional as F
 
 from . import generation
+from ._checks import check_positive_int
 
 
 @dataclass
@@ -64,10 +65,10 @@ class Seq2SeqConfig:
 
     def __post_init__(self):
         for name in ("src_vocab_size", "tgt_vocab_size", "block_size", "n_layer", "n_head", "d_model"):
-            _check_positive_int(name, getattr(self, name))
+            check_positive_int("Seq2SeqConfig", name, getattr(self, name))
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model
-        _check_positive_int("d_ff", self.d_ff)
+        check_positive_int("Seq2SeqConfig", "d_ff", self.d_ff)
         for name, allowed in (("position", ("sinusoidal", "learned")), ("mlp", ("relu", "gelu"))):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"Seq2SeqConfig: {name}={getattr(self, name)!r}; expected one of {allowed}")
@@ -85,10 +86,6 @@ class Seq2SeqConfig:
             raise ValueError(f"Seq2SeqConfig: pad_id={self.pad_id} must be a token id in both vocabularies "
                              f"(src_vocab_size={self.src_vocab_size}, tgt_vocab_size={self.tgt_vocab_size})")
 
-
-def _check_positive_int(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ValueError(f"Seq2SeqConfig: {name} must be a positive integer, got {value!r}")
 
 
 class Seq2Seq(nn.Module):

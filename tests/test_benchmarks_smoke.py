@@ -7,6 +7,7 @@ numbers; torch is optional, so the torch columns are checked only when it is ins
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import re
 import subprocess
@@ -131,7 +132,8 @@ def test_op_overhead():
     for first in ("add", "matmul", "softmax(axis=-1)", "forward, per op", "backward, per node", "x @ W_fc",
                   "Q K^T", "gelu, tanh form", "cross_entropy"):
         row = table_row(out, first)
-        assert all(number(c) >= 0 for c in row[1:] if c not in ("", "-"))
+        # Every cell a number (a time, or a difference of two: on a busy machine that can dip below 0).
+        assert all(math.isfinite(number(c)) for c in row[1:] if c not in ("", "-"))
     assert ("torch us (no grad)" in out) == HAS_TORCH
 
 

@@ -1,11 +1,11 @@
 """Stateless functions behind the layers, with ``torch.nn.functional``'s names and signatures.
 
 Everything here is made of op-table ops, so its gradient comes from the table.
-gelu, layer_norm, rms_norm and cross_entropy call the table's fused primitives
-(one forward and one VJP instead of a dozen small ops on the hot path); their
-docstrings in ``minigrad/ops.py`` spell out the equivalent composites, and the
-tests check the two agree. Attention stays a composite: a fused VJP would have
-to recompute Q K^T, so fusing it would save nothing here.
+linear, gelu, layer_norm, rms_norm, cross_entropy and attention's weights call the
+fused primitives of ``minigrad/fused.py`` (one forward and one VJP instead of a
+dozen small ops on the hot path). Each carries its composite of core ops as
+runnable code; ``minigrad.composite_mode()`` runs that instead, and the tests
+hold the two equal.
 
 Conventions that differ from PyTorch, on purpose:
 
@@ -60,9 +60,7 @@ def silu(input: Tensor) -> Tensor:
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """x * Phi(x), Phi the standard normal CDF; ``approximate='tanh'`` is GPT-2's tanh formula."""
-    if approximate not in ("none", "tanh"):
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', not {approximate!r}")
-    return _ops.gelu(input, approximate=approximate)
+    return _ops.gelu(input, approximate=_ops.check_approximate(approximate))
 
 
 def softmax(input: Tensor, dim: int = -1) -> Tensor:
@@ -140,10 +138,16 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps:
     return _ops.rms_norm(input, weight, eps=eps)
 
 
+def check_probability(p, who: str = "dropout") -> float:
+    """Dropout's ``p``, checked (the one place it is): a number in [0, 1]."""
+    if isinstance(p, bool) or not isinstance(p, int | float | np.floating | np.integer) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"{who}: p must be a probability in [0, 1], got {p!r}")
+    return float(p)
+
+
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, rng: np.random.Generator | None = None) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by 1/(1-p); identity when not training."""
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout: p must be a probability in [0, 1], got {p}")
+    check_probability(p)
     if not training or p == 0.0:
         return input
     if p == 1.0:
@@ -153,15 +157,21 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, rng: np.random
     return input * (keep / (1.0 - p)).astype(input.dtype)
 
 
-def token_ids(input, num_embeddings: int, who: str = "embedding") -> np.ndarray:
-    """``input`` as an integer ndarray, checked to lie in [0, num_embeddings) (``who`` names the caller)."""
+def token_ids(input, num_embeddings: int, who: str = "embedding", name: str = "ids", size_name: str = "num_embeddings",
+              error: type[Exception] = IndexError) -> np.ndarray:
+    """``input`` as an integer ndarray, checked to lie in [0, num_embeddings): the one check of token ids.
+
+    ``who`` names the caller and ``name`` the argument (``GPT.forward``, ``idx``), so the
+    message says which argument of which call was wrong. Out-of-range ids raise
+    ``error``: IndexError for a table lookup (as PyTorch), the models pass ValueError.
+    """
     ids = _array(input)
     if ids.dtype.kind not in "iu":
-        raise TypeError(f"{who}: token ids must be integers, got {ids.dtype} (shape {ids.shape})")
+        raise TypeError(f"{who}: {name} must hold integer token ids, got dtype {ids.dtype} (shape {ids.shape})")
     if ids.size and (ids.min() < 0 or ids.max() >= num_embeddings):
-        bad = ids[(ids < 0) | (ids >= num_embeddings)][0]
-        raise IndexError(f"{who}: token id {bad} is out of range for a table of {num_embeddings} rows "
-                         f"(ids shape {ids.shape}, min {ids.min()}, max {ids.max()})")
+        bad = ids[(ids < 0) | (ids >= num_embeddings)]
+        raise error(f"{who}: {name} holds token id {bad[0]}, outside [0, {size_name}={num_embeddings}) "
+                    f"({len(bad)} such id(s); {name} shape {ids.shape}, min {ids.min()}, max {ids.max()})")
     return ids
 
 

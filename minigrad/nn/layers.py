@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from ..fused import check_approximate
 from ..tensor import Tensor
 from . import functional as F
 from . import init
@@ -115,9 +116,7 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5, rng: np.random.Generator | None = None):
         super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: p must be a probability in [0, 1], got {p}")
-        self.p, self.rng = p, rng
+        self.p, self.rng = F.check_probability(p, "Dropout"), rng
 
     def forward(self, x: Tensor) -> Tensor:
         return F.dropout(x, self.p, self.training, self.rng)
@@ -145,9 +144,7 @@ class GELU(Module):
 
     def __init__(self, approximate: str = "none"):
         super().__init__()
-        if approximate not in ("none", "tanh"):
-            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', not {approximate!r}")
-        self.approximate = approximate
+        self.approximate = check_approximate(approximate, "GELU")
 
     def forward(self, x: Tensor) -> Tensor:
         return F.gelu(x, self.approximate)

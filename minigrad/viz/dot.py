@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..files import atomic_write
 from ..tensor import Tensor
 from .graph import Graph, Node, collect, fmt_constant, fmt_number, fmt_shape, module_label, op_params
 
@@ -447,21 +448,6 @@ FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".gv": None, ".dot": Non
 INSTALL_HINT = "install Graphviz (apt-get install graphviz, or brew install graphviz)"
 
 
-def _write_atomically(path: str, data: bytes) -> None:
-    """Write to a temporary file beside ``path``, then rename: readers never see half a file."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:  # open(), not mkstemp: the file gets the usual permissions
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-
-
 def save(graph, path) -> str:
     """Write a drawing to ``path``; the extension picks the format (.svg .png .pdf, or .gv/.dot source).
 
@@ -480,7 +466,7 @@ def save(graph, path) -> str:
         raise TypeError(f"save: expected a graphviz graph (from draw_graph), got {type(graph).__name__}")
     source = graph.source.encode("utf-8")
     if FORMATS[ext] is None:
-        _write_atomically(path, source)
+        atomic_write(path, source, make_dirs=True)
         return path
     if ext == ".png" and "dpi" not in graph.graph_attr:
         graph = graph.copy()
@@ -493,9 +479,9 @@ def save(graph, path) -> str:
         first = (err.stderr or b"").decode(errors="replace").strip().splitlines()
         reason = f"`dot` failed ({first[0] if first else 'exit ' + str(err.returncode)}), so {path} was not rendered"
     else:
-        _write_atomically(path, rendered)
+        atomic_write(path, rendered, make_dirs=True)
         return path
     fallback = os.path.splitext(path)[0] + ".gv"
-    _write_atomically(fallback, source)
+    atomic_write(fallback, source, make_dirs=True)
     print(f"viz: {reason}; wrote the source to {fallback} instead. To render it, {INSTALL_HINT}.")
     return fallback
