@@ -6,15 +6,18 @@ The core is three files, meant to be read in one sitting:
 * ``tensor.py``: the Tensor, and ``apply``, which runs an op and records it;
 * ``autograd.py``: backward, ``grad``, and anomaly detection.
 
-``gradcheck.py`` checks gradients against finite differences. Layers live in
-``minigrad.nn``, optimizers in ``minigrad.optim``, graph drawing in
-``minigrad.viz`` (which imports graphviz only when used).
+``functional.py`` gives derivatives as functions (``vjp``, ``jvp``, ``jacobian``,
+``hessian``, ``hvp``), forward mode included. ``gradcheck.py`` checks gradients
+against finite differences, in both modes. Layers live in ``minigrad.nn``,
+optimizers in ``minigrad.optim``, graph drawing in ``minigrad.viz`` (which
+imports graphviz only when used).
 """
 
 from . import ops
 from ._memory import tune_malloc
 from .autograd import AnomalyError, backward, detect_anomaly, grad
-from .gradcheck import GradcheckError, gradcheck, gradgradcheck, jacobian
+from .functional import hessian, hvp, jacobian, jvp, linearize, vjp
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .ops import OPS
 from .tensor import (
     OpError,
@@ -45,6 +48,7 @@ __all__ = [
     "detect_anomaly", "einsum", "enable_grad", "grad", "gradcheck", "gradgradcheck", "is_grad_enabled", "jacobian",
     "maximum", "minimum", "no_grad", "ones", "ones_like", "ops", "randn", "set_grad_enabled", "split", "stack",
     "tensor", "where", "zeros", "zeros_like",
+    "hessian", "hvp", "jvp", "linearize", "vjp",  # functional.py: forward and reverse mode as functions
 ]
 __version__ = "0.1.0"
 
