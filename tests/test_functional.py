@@ -382,3 +382,13 @@ def test_float32_against_torch_func(rng):
     for o, t in zip(ours, theirs):
         assert o.dtype == np.float32
         np.testing.assert_allclose(o.data, t.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_identity_and_linear_edge_cases(rng):
+    x, t = t64(rng.standard_normal(3)), t64(rng.standard_normal(3))
+    y, y_t = mg.jvp(lambda v: v, x, t)  # the output is the very tensor differentiated
+    np.testing.assert_array_equal(y_t.data, t.data)
+    np.testing.assert_array_equal(mg.jacobian(lambda v: v, x, mode="forward").data, np.eye(3))
+    np.testing.assert_array_equal(mg.vjp(lambda v: v, x)[1](t)[0].data, t.data)
+    np.testing.assert_array_equal(mg.hessian(lambda v: (v * 2.0).sum(), x).data, np.zeros((3, 3)))  # linear
+    assert mg.hvp(lambda v: t64(5.0), x, t)[1].data.tolist() == [0.0, 0.0, 0.0]  # constant
