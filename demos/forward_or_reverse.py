@@ -3,7 +3,7 @@
     python -m demos.forward_or_reverse [--out DIR]
 
 A lesson written as cells (``# %%``): open it in Jupyter or VS Code and run it
-cell by cell, or run the whole file as above (about 10 seconds). Like a
+cell by cell, or run the whole file as above (about 5 seconds). Like a
 notebook, the file does its work at the top level: it is meant to be run, not
 imported.
 

@@ -109,3 +109,19 @@ def test_every_number_printed_has_its_sentence(lesson):
 def test_the_timing_plot_is_written(lesson):
     path = lesson["out_dir"] / "forward_or_reverse.png"
     assert lesson["plot_path"] == path and path.stat().st_size > 10_000
+
+
+def test_opens_as_cells_that_run_in_a_notebook_kernel(monkeypatch, tmp_path):
+    """Each '# %%' chunk compiles on its own, and the set-up cell ignores a kernel's own arguments."""
+    import re
+    from pathlib import Path
+
+    source = (Path(__file__).parents[1] / "demos" / "forward_or_reverse.py").read_text()
+    cells = re.split(r"^# %%.*$", source, flags=re.M)[1:]
+    assert len(cells) >= 8
+    for k, cell in enumerate(cells):
+        compile(cell, f"<cell {k}>", "exec")
+    monkeypatch.setattr(sys, "argv", ["ipykernel_launcher.py", "-f", "/tmp/kernel.json", "--out", str(tmp_path)])
+    namespace = {"__name__": "__main__"}  # as in a notebook: no module docstring, no __file__
+    exec(compile(cells[0], "<cell 0>", "exec"), namespace)
+    assert namespace["args"].out == tmp_path and namespace["args"].repeats == 3
