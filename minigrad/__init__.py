@@ -6,11 +6,9 @@ The core is three files, meant to be read in one sitting:
 * ``tensor.py``: the Tensor, and ``apply``, which runs an op and records it;
 * ``autograd.py``: backward, ``grad``, and anomaly detection.
 
-``functional.py`` gives derivatives as functions (``vjp``, ``jvp``, ``jacobian``,
-``hessian``, ``hvp``), forward mode included. ``gradcheck.py`` checks gradients
-against finite differences, in both modes. Layers live in ``minigrad.nn``,
-optimizers in ``minigrad.optim``, graph drawing in ``minigrad.viz`` (which
-imports graphviz only when used).
+``gradcheck.py`` checks gradients against finite differences. Layers live in
+``minigrad.nn``, optimizers in ``minigrad.optim``, graph drawing in
+``minigrad.viz`` (which imports graphviz only when used).
 """
 
 from . import ops
