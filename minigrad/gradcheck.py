@@ -1,4 +1,4 @@
-"""Check gradients against central finite differences; full Jacobians by reverse mode.
+"""Check derivatives against central finite differences, in reverse mode and in forward mode.
 
 ``gradcheck`` is how this project earns trust: every op in the table, every
 layer and every model is run through it in the tests. It compares, for every
@@ -6,7 +6,16 @@ output element and every input element, the derivative backprop computes with
 
     (f(x + eps) - f(x - eps)) / (2 * eps)
 
-in float64, where that difference is accurate to about eps**2.
+in float64, where that difference is accurate to about eps**2. It builds that
+Jacobian twice from the engine: row by row with backward passes (reverse
+mode), and column by column with pushes of tangents (forward mode, see
+``functional.py``), as HIPS autograd's ``check_grads`` checks both modes.
+Forward mode here is derived from the VJPs by double backward, so the second
+check is not independent of the first; what it adds is that each VJP is itself
+differentiable in its incoming gradient (a VJP that steps outside the graph,
+through ``.data``, passes reverse mode and fails forward mode).
+
+``jacobian`` lives in ``functional.py``; it is imported here too, where it used to be.
 """
 
 from __future__ import annotations
@@ -14,7 +23,11 @@ from __future__ import annotations
 import numpy as np
 
 from .autograd import grad
-from .tensor import Tensor, enable_grad, no_grad
+from .functional import jacobian, push_forward
+from .modes import enable_grad, no_grad
+from .tensor import Tensor
+
+__all__ = ["GradcheckError", "gradcheck", "gradgradcheck", "jacobian"]
 
 
 class GradcheckError(AssertionError):
@@ -60,6 +73,74 @@ def _analytic(fn, inputs, picked) -> list[list[np.ndarray]]:
     return jac
 
 
+# Forward mode costs one push per input element. Up to this many elements it builds the whole
+# Jacobian (every op sample in the table is smaller); beyond, as for a model's parameters, it
+# checks J t for a few random tangents t against the finite differences' J t, as HIPS autograd's
+# check_grads does: a wrong Jacobian is missed only if its error happens to be orthogonal to all of them.
+FULL_FORWARD_ELEMENTS = 100
+FORWARD_DIRECTIONS = 8
+
+
+def _check_forward(fn, inputs, picked, numeric, atol, rtol, seed: int = 0) -> None:
+    """Forward mode (pushing tangents, see functional.py) against the finite differences ``numeric``.
+
+    It differentiates with respect to the inputs themselves, not copies: ``fn``
+    may close over them (a module's parameters are passed in and also used
+    through the module).
+    """
+    with enable_grad():
+        outputs = _outputs(fn, inputs)
+    xs = [inputs[i] for i in picked]
+    push = push_forward(outputs, xs)
+    mode = " (forward mode, jvp)"
+    if sum(x.size for x in xs) <= FULL_FORWARD_ELEMENTS:
+        jac = [[np.zeros((o.size, x.size)) for x in xs] for o in outputs]
+        for j, x in enumerate(xs):
+            for col in range(x.size):
+                tangents = [Tensor(np.zeros(p.shape, dtype=p.dtype)) for p in xs]
+                tangents[j].data.reshape(-1)[col] = 1.0
+                for k, t in enumerate(push(tangents)):
+                    jac[k][j][:, col] = t.data.reshape(-1)
+        _compare(jac, numeric, inputs, picked, atol, rtol, mode)
+        return
+    rng = np.random.default_rng(seed)
+    for d in range(FORWARD_DIRECTIONS):
+        tangents = [Tensor(rng.standard_normal(x.shape)) for x in xs]  # all inputs moved at once
+        for k, t in enumerate(push(tangents)):
+            a = t.data.reshape(-1)
+            n = sum(J @ v.data.reshape(-1) for J, v in zip(numeric[k], tangents))
+            excess = np.abs(a - n) - (atol + rtol * np.abs(n))
+            if excess.size and (excess.max() > 0 or not np.isfinite(a).all()):
+                row = int(np.argmax(np.where(np.isfinite(excess), excess, np.inf)))
+                raise GradcheckError(
+                    f"gradcheck{mode}: J t of output {k} (element {row}) for random tangent {d} (all of inputs "
+                    f"{picked} moved at once): analytic {a[row]:.8g}, numeric {n[row]:.8g} "
+                    f"(|difference| {abs(a[row] - n[row]):.3g} > atol {atol} + rtol {rtol} * |numeric|)")
+
+
+def _compare(analytic, numeric, inputs, picked, atol, rtol, mode: str) -> None:
+    # The finite differences run under no_grad. A function that returns different
+    # outputs there would otherwise be compared on nothing and pass vacuously.
+    a_shapes = [[a.shape for a in row] for row in analytic]
+    n_shapes = [[n.shape for n in row] for row in numeric]
+    if a_shapes != n_shapes:
+        raise GradcheckError(f"gradcheck: fn returned different outputs with grad on and under no_grad "
+                             f"(Jacobian shapes {a_shapes} vs {n_shapes})")
+    for k, (a_row, n_row) in enumerate(zip(analytic, numeric)):
+        for j, (a, n) in enumerate(zip(a_row, n_row)):
+            excess = np.abs(a - n) - (atol + rtol * np.abs(n))
+            if excess.size and (excess.max() > 0 or not np.isfinite(a).all()):
+                bad = np.where(np.isfinite(excess), excess, np.inf)
+                row, col = np.unravel_index(np.argmax(bad), a.shape)
+                x = inputs[picked[j]]
+                where = np.unravel_index(col, x.shape) if x.shape else ()
+                raise GradcheckError(
+                    f"gradcheck{mode}: gradient of output {k} (element {row}) with respect to input {picked[j]} "
+                    f"(shape {x.shape}) at index {tuple(int(w) for w in where)}: analytic {a[row, col]:.8g}, "
+                    f"numeric {n[row, col]:.8g} (|difference| {abs(a[row, col] - n[row, col]):.3g} > "
+                    f"atol {atol} + rtol {rtol} * |numeric|)")
+
+
 def _numeric(fn, inputs, picked, eps) -> list[list[np.ndarray]]:
     with no_grad():
         outputs = _outputs(fn, inputs)
@@ -82,12 +163,17 @@ def _numeric(fn, inputs, picked, eps) -> list[list[np.ndarray]]:
     return jac
 
 
-def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3) -> bool:
-    """True when backprop's gradients of ``fn(*inputs)`` match central finite differences.
+def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
+              check_forward: bool = True) -> bool:
+    """True when the engine's derivatives of ``fn(*inputs)`` match central finite differences.
 
     Every float64 input with ``requires_grad=True`` is checked against every
-    float output. On a mismatch it raises ``GradcheckError`` naming the input,
-    the worst element's index and both values.
+    float output: in reverse mode (a backward pass per output element) and,
+    with ``check_forward``, in forward mode too (a tangent pushed forward per
+    input element, by double backward; for more than ``FULL_FORWARD_ELEMENTS``
+    input elements, ``FORWARD_DIRECTIONS`` random tangents). On a mismatch it raises
+    ``GradcheckError`` naming the mode, the input, the worst element's index
+    and both values.
 
     The finite differences evaluate ``fn`` under ``no_grad`` (they need no graph),
     so a ``fn`` that takes gradients itself (a gradient penalty) must do that
@@ -97,31 +183,14 @@ def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
     picked = _differentiable(inputs)
     analytic = _analytic(fn, inputs, picked)
     numeric = _numeric(fn, inputs, picked, eps)
-    # The finite differences run under no_grad. A function that returns different
-    # outputs there would otherwise be compared on nothing and pass vacuously.
-    a_shapes = [[a.shape for a in row] for row in analytic]
-    n_shapes = [[n.shape for n in row] for row in numeric]
-    if a_shapes != n_shapes:
-        raise GradcheckError(f"gradcheck: fn returned different outputs with grad on and under no_grad "
-                             f"(Jacobian shapes {a_shapes} vs {n_shapes})")
-    for k, (a_row, n_row) in enumerate(zip(analytic, numeric)):
-        for j, (a, n) in enumerate(zip(a_row, n_row)):
-            excess = np.abs(a - n) - (atol + rtol * np.abs(n))
-            if excess.size and (excess.max() > 0 or not np.isfinite(a).all()):
-                bad = np.where(np.isfinite(excess), excess, np.inf)
-                row, col = np.unravel_index(np.argmax(bad), a.shape)
-                x = inputs[picked[j]]
-                where = np.unravel_index(col, x.shape) if x.shape else ()
-                raise GradcheckError(
-                    f"gradcheck: gradient of output {k} (element {row}) with respect to input {picked[j]} "
-                    f"(shape {x.shape}) at index {tuple(int(w) for w in where)}: analytic {a[row, col]:.8g}, "
-                    f"numeric {n[row, col]:.8g} (|difference| {abs(a[row, col] - n[row, col]):.3g} > "
-                    f"atol {atol} + rtol {rtol} * |numeric|)")
+    _compare(analytic, numeric, inputs, picked, atol, rtol, mode="")
+    if check_forward:
+        _check_forward(fn, inputs, picked, numeric, atol, rtol)
     return True
 
 
 def gradgradcheck(fn, inputs, grad_outputs=None, eps: float = 1e-6, atol: float = 1e-5,
-                  rtol: float = 1e-3, seed: int = 0) -> bool:
+                  rtol: float = 1e-3, seed: int = 0, check_forward: bool = True) -> bool:
     """Second-order check: gradcheck of the (create_graph) backward of ``fn``.
 
     The function checked is ``(inputs, v) -> v^T J(inputs)``, differentiated with
@@ -147,21 +216,5 @@ def gradgradcheck(fn, inputs, grad_outputs=None, eps: float = 1e-6, atol: float 
                          create_graph=True, allow_unused=True)
         return tuple(g for g in grads if g is not None)
 
-    return gradcheck(first_order, (*inputs, *grad_outputs), eps=eps, atol=atol, rtol=rtol)
-
-
-def jacobian(fn, x: Tensor) -> Tensor:
-    """The full Jacobian d fn(x) / d x, of shape ``fn(x).shape + x.shape``, by reverse mode.
-
-    One backward pass per output element, each through the same graph.
-    """
-    out = fn(x)
-    if not out.requires_grad:
-        return Tensor(np.zeros(out.shape + x.shape, dtype=out.dtype), dtype=out.dtype)
-    rows = []
-    for k in range(out.size):
-        seed = np.zeros(out.size, dtype=out.dtype)
-        seed[k] = 1
-        (g,) = grad(out, x, seed.reshape(out.shape), retain_graph=True, allow_unused=True)
-        rows.append(np.zeros(x.shape, dtype=out.dtype) if g is None else g.data)
-    return Tensor(np.stack(rows).reshape(out.shape + x.shape), dtype=out.dtype)
+    return gradcheck(first_order, (*inputs, *grad_outputs), eps=eps, atol=atol, rtol=rtol,
+                     check_forward=check_forward)

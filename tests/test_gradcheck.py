@@ -1,4 +1,4 @@
-"""gradcheck, gradgradcheck and jacobian: they pass on right gradients, and fail (usefully) on wrong ones.
+"""gradcheck (both modes), gradgradcheck and jacobian: they pass on right gradients, and fail (usefully) on wrong ones.
 
 Every other gradient test in the project trusts these, so they are tested
 against deliberately broken gradients, not only correct ones.
@@ -166,3 +166,46 @@ def test_jacobian_of_a_constant_function_is_zero():
     x = leaf([1.0, 2.0])
     J = mg.jacobian(lambda t: mg.Tensor(np.ones(3)), x)
     np.testing.assert_array_equal(J.data, np.zeros((3, 2)))
+
+
+def test_jacobian_is_still_importable_from_gradcheck():
+    from minigrad.functional import jacobian as functional_jacobian
+    from minigrad.gradcheck import jacobian
+
+    assert jacobian is functional_jacobian is mg.jacobian
+
+
+# --------------------------------------------------------------------------------------
+# Forward mode
+# --------------------------------------------------------------------------------------
+
+# cos(x) * g is the right gradient, but computed on raw arrays: the result is a new
+# leaf, cut off from g. Reverse mode only needs its value and passes; forward mode
+# differentiates the backward pass with respect to g and finds nothing there.
+off_graph_sin = Op("off_graph_sin", np.sin, lambda g, out, x: (mg.Tensor(g.data * np.cos(x.data)),), samples=[])
+
+
+def test_forward_mode_catches_a_vjp_that_leaves_the_graph(rng):
+    x = leaf(rng.standard_normal(4))
+    assert mg.gradcheck(off_graph_sin, x, check_forward=False)  # reverse mode alone is satisfied
+    with pytest.raises(mg.GradcheckError, match=r"forward mode.*input 0.*analytic 0, numeric"):
+        mg.gradcheck(off_graph_sin, x)
+
+
+def test_forward_mode_with_many_elements_checks_random_tangents(rng):
+    """Beyond FULL_FORWARD_ELEMENTS input elements, forward mode checks J t for random t (model-sized inputs)."""
+    from minigrad.gradcheck import FULL_FORWARD_ELEMENTS
+
+    big = leaf(rng.standard_normal((11, 10)))
+    assert big.size > FULL_FORWARD_ELEMENTS
+    w = leaf(rng.standard_normal(10))
+    assert mg.gradcheck(lambda a, b: ((a @ b).tanh() ** 2).sum(), (big, w))
+    with pytest.raises(mg.GradcheckError, match=r"forward mode.*random tangent 0.*inputs \[0\]"):
+        mg.gradcheck(lambda a: off_graph_sin(a).sum(), big)
+
+
+def test_forward_mode_sees_inputs_the_function_closes_over(rng):
+    """A module's parameters are passed to gradcheck and also used through the module, not through fn's arguments."""
+    weight = leaf(rng.standard_normal((2, 3)))
+    x = leaf(rng.standard_normal(3))
+    assert mg.gradcheck(lambda x_, _w: (weight @ x_).tanh(), (x, weight))
