@@ -65,8 +65,8 @@ def _power_plain(x, exponent):
 def power(x: np.ndarray, exponent) -> np.ndarray:
     """``x ** exponent``: the exponents 3 and -0.5 as products and a square root.
 
-    NumPy's float32 power is about 100 times slower than a multiply (it already
-    spells out 2 and 0.5 itself). ``(-0.0) ** -0.5`` is +inf and
+    NumPy's general float power is far slower than a multiply (it already spells
+    out 2 and 0.5 itself). ``(-0.0) ** -0.5`` is +inf and
     ``(-inf) ** -0.5`` is 0, as in C's pow, where 1 / sqrt gives -inf and NaN.
     """
     if exponent == 3:
@@ -134,7 +134,7 @@ def sum(x: np.ndarray, axis=None, keepdims: bool = False) -> np.ndarray:
     """``x.sum(axis=axis, keepdims=keepdims)``: over the last axis by ``row_sum``; over leading axes as ones @ rows.
 
     The leading-axes case is a bias's gradient summed over batch and time: one
-    (B*T,) @ (B*T, d) product, a third of the time of NumPy's sum.
+    (B*T,) @ (B*T, d) product instead of NumPy's reduction.
     """
     axes = None if axis is None or x.ndim < 2 else _axis_tuple(axis, x.ndim)
     if axes == (x.ndim - 1,):

@@ -102,7 +102,7 @@ class Op:
     """One primitive: its forward on ndarrays, its VJP on Tensors, its test samples.
 
     ``composite`` (fused ops only): the same function written with core ops, on
-    Tensors; ``minigrad.composite_mode()`` runs it in place of the op.
+    Tensors; ``minigrad.composite_mode()`` runs it instead of the op.
     """
 
     name: str
