@@ -1,23 +1,23 @@
-"""Forward or reverse mode: two ways to differentiate, and when each one is cheaper.
-
-    python -m demos.forward_or_reverse [--out DIR]
-
-A lesson written as cells (``# %%``): open it in Jupyter or VS Code and run it
-cell by cell, or run the whole file as above (about 5 seconds). Like a
-notebook, the file does its work at the top level: it is meant to be run, not
-imported.
-
-For f: R^n -> R^m the Jacobian J is m x n. Reverse mode (``mg.vjp``) gives one
-row combination u^T J per backward pass; forward mode (``mg.jvp``) gives one
-column combination J t per pushed tangent. The lesson:
-
-1. builds one Jacobian both ways, and checks both against finite differences;
-2. times both as n and m vary, and finds where they cross (drawn to
-   ``forward_or_reverse.png`` in ``--out``);
-3. takes a Hessian-vector product of a small network's loss without building
-   the Hessian, checked against finite differences of gradients;
-4. measures an RNN's d h_T / d h_0 column by column and row by row.
-"""
+# %% [markdown]
+# # Forward or reverse mode: two ways to differentiate, and when each one is cheaper
+#
+#     python -m demos.forward_or_reverse [--out DIR]
+#
+# A lesson written as cells (`# %%`): open it in Jupyter or VS Code and run it
+# cell by cell, or run the whole file as above (about 5 seconds). Like a
+# notebook, the file does its work at the top level: it is meant to be run, not
+# imported.
+#
+# For f: R^n -> R^m the Jacobian J is m x n. Reverse mode (``mg.vjp``) gives one
+# row combination u^T J per backward pass; forward mode (``mg.jvp``) gives one
+# column combination J t per pushed tangent. The lesson:
+#
+# 1. builds one Jacobian both ways, and checks both against finite differences;
+# 2. times both as n and m vary, and finds where they cross (drawn to
+#    ``forward_or_reverse.png`` in ``--out``);
+# 3. takes a Hessian-vector product of a small network's loss without building
+#    the Hessian, checked against finite differences of gradients;
+# 4. measures an RNN's d h_T / d h_0 column by column and row by row.
 
 # %%
 # Set-up. The command line has two options: --out, the folder for the plot, and

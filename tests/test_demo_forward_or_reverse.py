@@ -123,5 +123,5 @@ def test_opens_as_cells_that_run_in_a_notebook_kernel(monkeypatch, tmp_path):
         compile(cell, f"<cell {k}>", "exec")
     monkeypatch.setattr(sys, "argv", ["ipykernel_launcher.py", "-f", "/tmp/kernel.json", "--out", str(tmp_path)])
     namespace = {"__name__": "__main__"}  # as in a notebook: no module docstring, no __file__
-    exec(compile(cells[0], "<cell 0>", "exec"), namespace)
+    exec(compile(cells[1], "<cell 1>", "exec"), namespace)  # (cell 0 is the prose)
     assert namespace["args"].out == tmp_path and namespace["args"].repeats == 3
