@@ -165,20 +165,26 @@ def _call_vjp(t: Tensor, g: Tensor) -> tuple:
                 state.anomaly = True
     except TypeError as err:
         if "__array_ufunc__" not in str(err):  # (Tensor sets __array_ufunc__ = None: NumPy refuses it)
-            err.add_note(f"(raised by the VJP of op '{t._op.name}', in backward)")
+            _blame(err, t)
             raise
         raise VJPError(f"backward: the VJP of op '{t._op.name}' called a NumPy function on a Tensor"
                        f"{_vjp_line(t, err)}. A VJP may use only Tensor ops, the ops in the table, so that "
                        f"backward is itself differentiable: write x.cos() (after adding a 'cos' op if the "
                        f"table has none; see docs/adding_an_op.md), not np.cos(x)") from None
     except Exception as err:
-        err.add_note(f"(raised by the VJP of op '{t._op.name}', in backward)")
+        _blame(err, t)
         raise
     if type(input_grads) is not tuple or len(input_grads) != len(t._inputs):
         input_grads = _as_tuple_of_grads(t, input_grads)
     if state.anomaly:
         check_backward(t, input_grads)
     return input_grads
+
+
+def _blame(err: Exception, t: Tensor) -> None:
+    """Add a note naming the op whose VJP raised ``err`` (shown under the traceback; Python 3.11+)."""
+    if hasattr(err, "add_note"):
+        err.add_note(f"(raised by the VJP of op '{t._op.name}', in backward)")
 
 
 def _vjp_line(t: Tensor, err: BaseException) -> str:
