@@ -168,9 +168,9 @@ def _call_vjp(t: Tensor, g: Tensor) -> tuple:
             _blame(err, t)
             raise
         raise VJPError(f"backward: the VJP of op '{t._op.name}' called a NumPy function on a Tensor"
-                       f"{_vjp_line(t, err)}. A VJP may use only Tensor ops, the ops in the table, so that "
-                       f"backward is itself differentiable: write x.cos() (after adding a 'cos' op if the "
-                       f"table has none; see docs/adding_an_op.md), not np.cos(x)") from None
+                       f"{_vjp_line(t, err)}. A VJP may use only Tensor ops (the ops in the table), so that "
+                       f"backward is itself differentiable: for example x.cos(), after adding a 'cos' op if "
+                       f"the table has none (docs/adding_an_op.md shows how), not np.cos(x)") from None
     except Exception as err:
         _blame(err, t)
         raise
