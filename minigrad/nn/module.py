@@ -53,7 +53,7 @@ class Module:
     """Base class of every layer: subclasses assign Parameters/Modules in ``__init__`` and define ``forward``."""
 
     def __init__(self):
-        # Set through object.__setattr__: our own __setattr__ needs these two dicts to exist.
+        # Set through object.__setattr__: our own __setattr__ needs these registries to exist.
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_modules", {})
         object.__setattr__(self, "_buffers", {})
