@@ -129,21 +129,36 @@ OPS: dict[str, Op] = {}
 def op(method: str | None = None, operator: str | None = None, gradgrad: bool = True):
     """Class decorator that turns one block into an ``Op``, registers it and binds its Tensor method.
 
-    Running the same block again (a notebook cell, edited) replaces the op;
-    another block with a name already taken is an error.
+    Running the same block again (a notebook cell, edited) replaces the op and
+    rebinds its method: a block is known by its origin, module and qualified
+    name (``__main__.softplus`` in a notebook). A different block that takes an
+    op name, a Tensor method or an operator already in use is an error naming
+    both blocks.
     """
 
     def register(block) -> Op:
         name = block.__name__
         origin = f"{block.__module__}.{block.__qualname__}"
-        if name in OPS and OPS[name].origin != origin:
-            raise ValueError(f"op {name!r} is already registered (by {OPS[name].origin}); pick another name")
         for part in ("forward", "vjp"):
             if not callable(getattr(block, part, None)):
                 raise TypeError(f"op {name!r}: the block needs a {part}() function")
+        previous = OPS.get(name)
+        if previous is not None and previous.origin != origin:
+            raise ValueError(f"op {name!r} is already registered by {previous.origin}, so {origin} cannot take "
+                             f"its name: rename the class (the op takes the class's name), or call "
+                             f"minigrad.ops.unregister({name!r}) first if you mean to replace it")
+        for attribute in _attributes(method, operator):
+            holder = _bound_by(attribute)
+            if holder is not None and (holder is _TENSOR_OWN or holder.origin != origin):
+                owner = "one of Tensor's own methods" if holder is _TENSOR_OWN else \
+                    f"bound by op {holder.name!r} ({holder.origin}); unregister({holder.name!r}) frees it"
+                raise ValueError(f"op {name!r} ({origin}): Tensor.{attribute} is already {owner}. "
+                                 f"Pick another method= / operator= for this op")
         new = Op(name, block.forward, block.vjp, list(getattr(block, "samples", [])),
                  inspect.cleandoc(block.__doc__ or ""), method, operator, gradgrad,
                  getattr(block, "composite", None), origin)
+        if previous is not None:
+            _unbind(previous)  # the edited block may bind a different method, or none
         OPS[name] = new
         _bind(new)
         return new
@@ -151,13 +166,51 @@ def op(method: str | None = None, operator: str | None = None, gradgrad: bool = 
     return register
 
 
+def unregister(name: str) -> Op:
+    """Remove op ``name`` from the table and its method and operators from ``Tensor``; returns the op.
+
+    For notebooks and tests that define ops of their own and want them gone again.
+    """
+    if name not in OPS:
+        raise KeyError(f"unregister: there is no op {name!r} in the table")
+    removed = OPS.pop(name)
+    _unbind(removed)
+    return removed
+
+
+def _attributes(method: str | None, operator: str | None) -> list[str]:
+    """The Tensor attributes an op binds: its method, and ``__<op>__``/``__r<op>__`` for an operator."""
+    return ([method] if method else []) + ([f"__{operator}__", f"__r{operator}__"] if operator else [])
+
+
+_TENSOR_OWN = object()  # what _bound_by returns for a Tensor method no op bound (float, reshape...)
+
+
+def _bound_by(attribute: str):
+    """The op that bound ``Tensor.<attribute>``, ``_TENSOR_OWN`` if Tensor has it otherwise, None if free."""
+    if attribute not in vars(Tensor):
+        return None
+    return getattr(vars(Tensor)[attribute], "_bound_by_op", _TENSOR_OWN)
+
+
 def _bind(op: Op) -> None:
     """Give ``Tensor`` the op's method (``x.sum(axis=0)``) and operators (``a + b``, ``2 + a``)."""
+    bound = {}
     if op.method:
-        setattr(Tensor, op.method, _method(op))
+        bound[op.method] = _method(op)
     if op.operator:
-        setattr(Tensor, f"__{op.operator}__", lambda self, other: _apply(op, self, other))
-        setattr(Tensor, f"__r{op.operator}__", lambda self, other: _apply(op, other, self))
+        bound[f"__{op.operator}__"] = lambda self, other: _apply(op, self, other)
+        bound[f"__r{op.operator}__"] = lambda self, other: _apply(op, other, self)
+    for attribute, function in bound.items():
+        function._bound_by_op = op  # so a re-run of the block may rebind it, and another block may not
+        setattr(Tensor, attribute, function)
+
+
+def _unbind(op: Op) -> None:
+    """Take the op's method and operators off ``Tensor`` (those it bound itself, nothing else)."""
+    for attribute in _attributes(op.method, op.operator):
+        if getattr(vars(Tensor).get(attribute), "_bound_by_op", None) is op:
+            delattr(Tensor, attribute)
 
 
 def _method(op: Op):

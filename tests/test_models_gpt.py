@@ -5,10 +5,9 @@ import dataclasses
 import numpy as np
 import pytest
 from models_helpers import VOCAB, fit, memorable_batch, tokens
-from nn_helpers import gradcheck_module
 
 import minigrad as mg
-from minigrad import io, optim
+from minigrad import io, nn, optim
 from models.gpt import GPT, GPTConfig
 
 # The variants the config offers, each as the changes from GPT-2's choices.
@@ -144,7 +143,7 @@ def test_gradients_of_the_loss_match_finite_differences(variant):
     changes = {**VARIANTS[variant], **({"n_kv_head": 1} if variant == "llama" else {})}  # 2 query heads, 1 K/V
     m = GPT(config(d_model=4, n_head=2, d_ff=6, vocab_size=5, block_size=4, **changes), seed=0)
     x, y = tokens(2, 4, high=5), tokens(2, 4, seed=1, high=5)
-    assert gradcheck_module(m, forward=lambda model: model(x, y)[1])
+    assert nn.gradcheck(m, forward=lambda model: model(x, y)[1])
 
 
 # --------------------------------------------------------------------------------------

@@ -5,10 +5,9 @@ import dataclasses
 import numpy as np
 import pytest
 from models_helpers import VOCAB, fit, memorable_batch, tokens
-from nn_helpers import gradcheck_module
 
 import minigrad as mg
-from minigrad import io, optim
+from minigrad import io, nn, optim
 from models.rnn import RNNLM, RNNConfig
 
 CELLS = ["rnn", "lstm", "gru"]
@@ -57,14 +56,14 @@ def test_overfits_one_batch(cell):
 def test_gradients_of_the_loss_match_finite_differences(cell):
     m = model(cell, d_model=3, hidden_size=4, n_layer=2, vocab_size=5)
     x, y = tokens(2, 4, high=5), tokens(2, 4, seed=1, high=5)
-    assert gradcheck_module(m, forward=lambda mod: mod(x, y)[1])
+    assert nn.gradcheck(m, forward=lambda mod: mod(x, y)[1])
 
 
 def test_tied_head_shares_the_embedding():
     m = model("rnn", d_model=3, hidden_size=3, vocab_size=4, tie_weights=True)
     assert m.lm_head.weight is m.tok_emb.weight
     x, y = tokens(2, 3, high=4), tokens(2, 3, seed=1, high=4)
-    assert gradcheck_module(m, forward=lambda mod: mod(x, y)[1])
+    assert nn.gradcheck(m, forward=lambda mod: mod(x, y)[1])
 
 
 @pytest.mark.parametrize("cell", CELLS)

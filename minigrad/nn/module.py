@@ -1,7 +1,10 @@
 """Module and Parameter: how layers hold their weights, nest, and save and load them.
 
 A ``Module`` registers what is assigned to its attributes: a ``Parameter``
-becomes one of its weights, another ``Module`` one of its children. From that
+becomes one of its weights, another ``Module`` one of its children. A constant
+tensor the module needs (ALiBi's slopes, a running mean) is a *buffer*, given
+with ``register_buffer``: converted by ``.double()``/``.float()`` and saved in
+checkpoints like a weight, but never handed to an optimizer. From that
 registry come ``parameters()`` (what an optimizer updates), dotted names
 (``blocks.0.attn.q_proj.weight``) for ``state_dict()`` checkpoints, ``train()``/
 ``eval()`` switches and a printable tree. The design, names and signatures are
@@ -50,9 +53,11 @@ class Module:
     """Base class of every layer: subclasses assign Parameters/Modules in ``__init__`` and define ``forward``."""
 
     def __init__(self):
-        # Set through object.__setattr__: our own __setattr__ needs these two dicts to exist.
+        # Set through object.__setattr__: our own __setattr__ needs these registries to exist.
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "_buffers", {})
+        object.__setattr__(self, "_non_persistent_buffers", set())
         object.__setattr__(self, "training", True)
 
     def forward(self, *args, **kwargs):
@@ -72,13 +77,20 @@ class Module:
                                    f"has run; call super().__init__() first in {type(self).__name__}.__init__")
             object.__setattr__(self, name, value)
             return
-        params, modules = self._parameters, self._modules
+        params, modules, buffers = self._parameters, self._modules, self._buffers
         if isinstance(value, Parameter):
             modules.pop(name, None)
+            self._forget_buffer(name)
             params[name] = value  # an existing name keeps its place in the order
         elif isinstance(value, Module):
             params.pop(name, None)
+            self._forget_buffer(name)
             modules[name] = value
+        elif name in buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"{type(self).__name__}: buffer '{name}' can only be given a Tensor (or None), "
+                                f"not {type(value).__name__}")
+            buffers[name] = value  # stays a buffer, persistent or not as registered
         else:
             if name in params and isinstance(value, Tensor):
                 raise TypeError(f"{type(self).__name__}: cannot assign a plain Tensor to parameter '{name}'; "
@@ -90,7 +102,47 @@ class Module:
     def __delattr__(self, name: str) -> None:
         self._parameters.pop(name, None)
         self._modules.pop(name, None)
+        self._forget_buffer(name)
         object.__delattr__(self, name)
+
+    def _forget_buffer(self, name: str) -> None:
+        self._buffers.pop(name, None)
+        self._non_persistent_buffers.discard(name)
+
+    def register_buffer(self, name: str, tensor: Tensor | np.ndarray | None, persistent: bool = True) -> None:
+        """Register a constant tensor (not learned) as ``self.<name>``, as PyTorch's ``register_buffer``.
+
+        A buffer is converted by ``.double()``/``.float()`` (when floating point),
+        listed by ``named_buffers()`` and, if ``persistent``, saved in
+        ``state_dict()`` and restored by ``load_state_dict()``. It is never one of
+        ``parameters()``, so no optimizer touches it. An ndarray is copied into a
+        Tensor (keeping its dtype); ``None`` reserves the name and saves nothing.
+        Assigning a Tensor to ``self.<name>`` later replaces the buffer's value.
+        """
+        if "_buffers" not in self.__dict__:
+            raise RuntimeError(f"{type(self).__name__}: cannot register buffer '{name}' before Module.__init__() "
+                               f"has run; call super().__init__() first in {type(self).__name__}.__init__")
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(f"{type(self).__name__}.register_buffer: the name must be a non-empty string without "
+                           f"dots, not {name!r}")
+        if name in self._parameters or name in self._modules or (hasattr(self, name) and name not in self._buffers):
+            what = "a parameter" if name in self._parameters else "a submodule" if name in self._modules else \
+                "an attribute"
+            raise KeyError(f"{type(self).__name__}.register_buffer: '{name}' is already {what} of this module")
+        if isinstance(tensor, np.ndarray):
+            tensor = Tensor(tensor)
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"{type(self).__name__}.register_buffer: buffer '{name}' must be a Tensor, an ndarray "
+                            f"or None, not {type(tensor).__name__}")
+        if isinstance(tensor, Parameter):
+            raise TypeError(f"{type(self).__name__}.register_buffer: '{name}' is a Parameter; assign it as an "
+                            f"attribute to make it a learned weight, or register tensor.detach() as a buffer")
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers.discard(name)
+        else:
+            self._non_persistent_buffers.add(name)
+        object.__setattr__(self, name, tensor)
 
     # --- walking the tree -----------------------------------------------------------------
 
@@ -138,6 +190,33 @@ class Module:
         for _, param in self.named_parameters(recurse=recurse):
             yield param
 
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """(dotted name, buffer) pairs, e.g. ``blocks.0.attn.slopes``; persistent or not, ``None`` ones skipped."""
+        owners = self.named_modules(prefix, remove_duplicate) if recurse else [(prefix, self)]
+        seen = set()
+        for owner_name, owner in owners:
+            for name, buffer in owner._buffers.items():
+                if buffer is None:
+                    continue
+                if remove_duplicate:
+                    if id(buffer) in seen:
+                        continue
+                    seen.add(id(buffer))
+                yield (f"{owner_name}.{name}" if owner_name else name), buffer
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        """Every buffer (each shared one once)."""
+        for _, buffer in self.named_buffers(recurse=recurse):
+            yield buffer
+
+    def _persistent_buffers(self) -> Iterator[tuple[str, Tensor]]:
+        """(dotted name, buffer) for every buffer ``state_dict`` saves, a shared one under each of its names."""
+        for owner_name, owner in self.named_modules(remove_duplicate=False):
+            for name, buffer in owner._buffers.items():
+                if buffer is not None and name not in owner._non_persistent_buffers:
+                    yield (f"{owner_name}.{name}" if owner_name else name), buffer
+
     def num_parameters(self) -> int:
         """How many scalar weights the module has (a tied weight counted once)."""
         return int(sum(p.size for p in self.parameters()))
@@ -167,7 +246,10 @@ class Module:
             param.grad = None
 
     def to(self, dtype) -> Module:
-        """Convert every parameter (and its gradient) to the floating dtype ``dtype``, in place."""
+        """Convert every parameter (and its gradient) and every floating buffer to the float ``dtype``, in place.
+
+        Integer and boolean buffers (token ids, masks) keep their dtype, as in PyTorch.
+        """
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
             raise TypeError(f"{type(self).__name__}.to: parameters must be floating point, not {dtype}")
@@ -176,30 +258,41 @@ class Module:
                 param.data = param.data.astype(dtype)
                 if param.grad is not None:
                     param.grad = Tensor._wrap(param.grad.data.astype(dtype))
+        for buffer in self.buffers():
+            if buffer.dtype.kind == "f" and buffer.dtype != dtype:
+                buffer.data = buffer.data.astype(dtype)
         return self
 
     def double(self) -> Module:
-        """Parameters to float64 (for gradient checks)."""
+        """Parameters and floating buffers to float64 (for gradient checks)."""
         return self.to(np.float64)
 
     def float(self) -> Module:
-        """Parameters to float32 (for training)."""
+        """Parameters and floating buffers to float32 (for training)."""
         return self.to(np.float32)
 
     # --- checkpoints ----------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        """A copy of every parameter's values by dotted name (a tied weight under each of its names)."""
-        return {name: param.data.copy() for name, param in self.named_parameters(remove_duplicate=False)}
+        """A copy of every parameter's and persistent buffer's values by dotted name (a tied one under each name)."""
+        state = {name: param.data.copy() for name, param in self.named_parameters(remove_duplicate=False)}
+        state.update((name, buffer.data.copy()) for name, buffer in self._persistent_buffers())
+        return state
+
+    def _state_tensors(self) -> dict[str, Tensor]:
+        """The tensors ``state_dict`` copies, by name: parameters, then persistent buffers."""
+        own = dict(self.named_parameters(remove_duplicate=False))
+        own.update(self._persistent_buffers())
+        return own
 
     def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
-        """Copy values from a ``state_dict`` (arrays or Tensors) into the parameters.
+        """Copy values from a ``state_dict`` (arrays or Tensors) into the parameters and persistent buffers.
 
         Everything is checked before anything is written: a missing or unexpected
         name (when ``strict``) or a shape or dtype that does not match raises one
         ``StateDictError`` listing every problem, and the module is left untouched.
         """
-        own = dict(self.named_parameters(remove_duplicate=False))
+        own = self._state_tensors()
         arrays = {name: np.asarray(v.data if isinstance(v, Tensor) else v) for name, v in state_dict.items()}
         missing = [name for name in own if name not in arrays]
         unexpected = [name for name in arrays if name not in own]
@@ -207,16 +300,16 @@ class Module:
         if strict:
             problems += [f"missing: {n} (the module has {own[n].shape} {own[n].dtype})" for n in missing]
             problems += [f"unexpected: {n} ({arrays[n].shape} {arrays[n].dtype})" for n in unexpected]
-        for name, param in own.items():
-            if name in arrays and (arrays[name].shape != param.shape or arrays[name].dtype != param.dtype):
+        for name, tensor in own.items():
+            if name in arrays and (arrays[name].shape != tensor.shape or arrays[name].dtype != tensor.dtype):
                 problems.append(f"mismatch: {name}: checkpoint has {arrays[name].shape} {arrays[name].dtype}, "
-                                f"the module has {param.shape} {param.dtype}")
+                                f"the module has {tensor.shape} {tensor.dtype}")
         if problems:
             raise StateDictError(f"load_state_dict for {type(self).__name__}: {len(problems)} problem(s), "
                                  f"nothing was loaded:\n  " + "\n  ".join(problems))
-        for name, param in own.items():
+        for name, tensor in own.items():
             if name in arrays:
-                param.data = arrays[name].copy()
+                tensor.data = arrays[name].copy()
         return IncompatibleKeys(missing, unexpected)
 
     # --- printing -------------------------------------------------------------------------
