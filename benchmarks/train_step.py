@@ -249,11 +249,15 @@ class OpCensus:
 
     def __enter__(self):
         import importlib
+        import importlib.util
 
         import numpy as np
 
         # By module path: the package's own ``minigrad.tensor`` attribute is the tensor() function.
-        ops_module = importlib.import_module("minigrad.ops")
+        # Op.__call__ and the bound methods go through the registry's alias of tensor.apply (older
+        # checkouts, run by --baseline, kept it in minigrad.ops).
+        has_registry = importlib.util.find_spec("minigrad.registry") is not None
+        ops_module = importlib.import_module("minigrad.registry" if has_registry else "minigrad.ops")
         tensor_module = importlib.import_module("minigrad.tensor")
 
         self.saved = [(op, "forward", op.forward) for op in self.mg.OPS.values()]

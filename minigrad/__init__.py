@@ -26,9 +26,11 @@ from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .modes import composite_mode, enable_grad, is_composite_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .ops import OPS
 from .tensor import OpError, Tensor, arange, ones, ones_like, randn, tensor, zeros, zeros_like
+from .vjp_checks import VJPError
 
 __all__ = [
-    "OPS", "AnomalyError", "GradcheckError", "OpError", "Tensor", "arange", "backward", "cat", "composite_mode",
+    "OPS", "AnomalyError", "GradcheckError", "OpError", "Tensor", "VJPError", "arange", "backward", "cat",
+    "composite_mode",
     "concatenate", "detect_anomaly", "einsum", "enable_grad", "fused", "grad", "gradcheck", "gradgradcheck",
     "is_composite_mode", "is_grad_enabled", "jacobian", "kernels", "maximum", "minimum", "no_grad", "ones",
     "ones_like", "ops", "randn", "set_grad_enabled", "split", "stack", "tensor", "where", "zeros", "zeros_like",

@@ -22,13 +22,12 @@ added here:
 
 from __future__ import annotations
 
-import linecache
-
 import numpy as np
 
 from .anomaly import check_backward
 from .modes import set_grad_enabled, state
 from .tensor import OpError, Tensor
+from .vjp_checks import VJPError, check_grad, one_per_input, vjp_failure  # noqa: F401  (VJPError: re-exported)
 
 _FREED = ("backward: this graph was already freed by an earlier backward(). Call backward(retain_graph=True) "
           "the first time if you need to backward through it again.")
@@ -140,16 +139,11 @@ def _accumulate(t: Tensor, g: Tensor, owned: _OwnedGrads, create_graph: bool) ->
         t.grad = Tensor._wrap(t.grad.data + g.data)
 
 
-class VJPError(RuntimeError):
-    """An op's VJP broke its contract; the message names the op, the input and the shapes."""
-
-
 def _call_vjp(t: Tensor, g: Tensor) -> tuple:
     """``t``'s op's VJP: one gradient per input of ``t``. Under detect_anomaly, checked and blamed on the op.
 
-    What comes back is checked where it is used, so a wrong VJP is named here
-    and not by the reshape or add that trips over its result later. The happy
-    path costs one type and one length comparison (entries: see ``_check_grad``).
+    What comes back is checked where it is used (``vjp_checks.py``), so a wrong VJP
+    is named here and not by the reshape or add that trips over its result later.
     """
     try:
         if not state.anomaly:
@@ -163,87 +157,16 @@ def _call_vjp(t: Tensor, g: Tensor) -> tuple:
                 input_grads = t._op.vjp(g, t, *t._inputs, **t._params)
             finally:
                 state.anomaly = True
-    except TypeError as err:
-        if "__array_ufunc__" not in str(err):  # (Tensor sets __array_ufunc__ = None: NumPy refuses it)
-            _blame(err, t)
-            raise
-        raise VJPError(f"backward: the VJP of op '{t._op.name}' called a NumPy function on a Tensor"
-                       f"{_vjp_line(t, err)}. A VJP may use only Tensor ops (the ops in the table), so that "
-                       f"backward is itself differentiable: for example x.cos(), after adding a 'cos' op if "
-                       f"the table has none (docs/adding_an_op.md shows how), not np.cos(x)") from None
     except Exception as err:
-        _blame(err, t)
-        raise
+        failure = vjp_failure(t, err)
+        if failure is err:
+            raise
+        raise failure from None
     if type(input_grads) is not tuple or len(input_grads) != len(t._inputs):
-        input_grads = _as_tuple_of_grads(t, input_grads)
+        input_grads = one_per_input(t, input_grads)
     if state.anomaly:
         check_backward(t, input_grads)
     return input_grads
-
-
-def _blame(err: Exception, t: Tensor) -> None:
-    """Add a note naming the op whose VJP raised ``err`` (shown under the traceback; Python 3.11+)."""
-    if hasattr(err, "add_note"):
-        err.add_note(f"(raised by the VJP of op '{t._op.name}', in backward)")
-
-
-def _vjp_line(t: Tensor, err: BaseException) -> str:
-    """' (at file:line: source)' for the line of the VJP where ``err`` was raised, if it can be found."""
-    code = getattr(t._op.vjp, "__code__", None)
-    tb, line = err.__traceback__, None
-    while tb is not None:
-        if tb.tb_frame.f_code is code:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    if line is None:
-        return ""
-    source = linecache.getline(code.co_filename, line).strip()
-    return f" (at {code.co_filename}:{line}: {source})" if source else f" (at {code.co_filename}:{line})"
-
-
-def _shapes(tensors) -> str:
-    return ", ".join(str(x.shape) for x in tensors)
-
-
-def _as_tuple_of_grads(t: Tensor, result) -> tuple:
-    """``result`` as a tuple of one gradient per input, or a VJPError saying what the VJP returned instead."""
-    n, name = len(t._inputs), t._op.name
-    if isinstance(result, list) and len(result) == n:
-        return tuple(result)
-    if isinstance(result, tuple | list):
-        raise VJPError(f"backward: the VJP of op '{name}' returned {len(result)} gradient(s) for its {n} input(s) "
-                       f"(shapes {_shapes(t._inputs)}); it must return one per input, None for an input "
-                       f"that has none")
-    hint = (" (a one-input op returns a 1-tuple: `return (g * x,)`, with the comma)"
-            if isinstance(result, Tensor) and n == 1 else _TENSOR_OPS if isinstance(result, np.ndarray) else "")
-    raise VJPError(f"backward: the VJP of op '{name}' returned {_kind(result)}, not a tuple of {n} gradient(s), "
-                   f"one per input (shapes {_shapes(t._inputs)}){hint}")
-
-
-_TENSOR_OPS = (". Gradients are computed with Tensor ops (g * x.cos(), not g * np.cos(x.data)), so that "
-               "backward can itself be differentiated")
-
-
-def _kind(value) -> str:
-    if isinstance(value, np.ndarray):
-        return f"a NumPy array of shape {value.shape}"
-    return f"a {type(value).__name__}" + (f" of shape {value.shape}" if isinstance(value, Tensor) else "")
-
-
-def _check_grad(t: Tensor, i: int, x: Tensor, gx) -> None:
-    """Raise VJPError unless ``gx`` is a Tensor whose shape ``x``'s shape broadcasts to (so _sum_to can reduce it).
-
-    Called only when the cheap test in ``_run`` fails: not a Tensor, or not x's shape.
-    """
-    where = f"the VJP of op '{t._op.name}' returned"
-    if not isinstance(gx, Tensor):
-        raise VJPError(f"backward: {where} {_kind(gx)} for its input {i} (shape {x.shape}), not a Tensor "
-                       f"or None{_TENSOR_OPS}")
-    lead = gx.ndim - x.ndim
-    if lead < 0 or any(n != m and n != 1 for n, m in zip(x.shape, gx.shape[lead:])):
-        raise VJPError(f"backward: {where} a gradient of shape {gx.shape} for its input {i}, which has shape "
-                       f"{x.shape}; a gradient must have its input's shape, or a shape that input broadcasts "
-                       f"to (backward sums it back)")
 
 
 def _free(t: Tensor) -> None:
@@ -293,7 +216,7 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
                 if gx is None:
                     continue
                 if type(gx) is not Tensor or gx.shape != x.shape:  # (a broadcast gradient, or a broken VJP)
-                    _check_grad(t, i, x, gx)
+                    check_grad(t, i, x, gx)
                     if x.requires_grad and gx.shape != x.shape:
                         gx = _sum_to(gx, x.shape)
                 if not x.requires_grad:

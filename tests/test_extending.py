@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
-from minigrad.autograd import VJPError
+from minigrad import VJPError
 from minigrad.ops import OPS, op, sample, unregister
 
 
