@@ -12,12 +12,18 @@ added here:
 * with ``create_graph=False`` the VJPs run under ``no_grad``: nothing is recorded
   and the graph's saved tensors are dropped as soon as they have been used;
   with ``create_graph=True`` they are recorded, so gradients can be
-  differentiated again;
+  differentiated again, and every op a VJP records is tagged with the pass
+  that made it (``_vjp_depth``), so ``viz`` can draw the backward pass apart;
+* a freed node keeps a small record of its structure (``FreedNode``), without
+  its arrays, so ``viz`` can still draw the graph after ``backward()``;
 * under ``detect_anomaly()`` (``anomaly.py``) every gradient is checked for
   NaN/Inf, and the op and the user's line that made it are named.
 """
 
 from __future__ import annotations
+
+import contextlib
+import weakref
 
 import numpy as np
 
@@ -151,8 +157,66 @@ def _call_vjp(t: Tensor, g: Tensor) -> tuple:
     return input_grads
 
 
+class ArrayStub:
+    """An array parameter of a freed node (a mask, an index), remembered by its shape and dtype only."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, array: np.ndarray):
+        self.shape, self.dtype = array.shape, array.dtype
+
+    def __repr__(self) -> str:
+        return f"array{self.shape}"
+
+
+def _without_arrays(value):
+    """``value`` with arrays of more than a few numbers (viz prints those by shape anyway) made stubs."""
+    if isinstance(value, np.ndarray):
+        return ArrayStub(value) if value.size > 4 else value
+    if type(value) is tuple:
+        return tuple(_without_arrays(v) for v in value)
+    return value
+
+
+class FreedNode:
+    """What is left of a tensor's node once backward has freed it: the structure, not the arrays.
+
+    Backward frees a node by dropping its inputs, parameters and saved arrays, so
+    that intermediate results can be collected as soon as the pass is done with
+    them. Before it does, it writes this record: the op, its parameters (big
+    arrays replaced by their shape), shape, dtype, name and module scope, and the
+    records of the inputs. The tensor itself is held only by a weak reference,
+    so the record keeps no array alive; ``viz`` draws the structure from it and
+    the data wherever the tensor still lives (leaves, parameters, tensors the
+    user kept). A one-element tensor's value is kept, as a Python number.
+
+    A tensor's record is made once and kept in its ``_record`` slot, so a tensor
+    used by two ops is one record. Tensors backward did not visit (no gradient
+    reached them) are never freed: while they live, viz reads them directly.
+    """
+
+    __slots__ = ("tensor", "op", "params", "inputs", "shape", "dtype", "name", "scope", "requires_grad",
+                 "vjp_depth", "value")
+
+    def __init__(self, t: Tensor):
+        self.tensor = weakref.ref(t)
+        self.op = t._op
+        self.params = None if t._params is None else {k: _without_arrays(v) for k, v in t._params.items()}
+        self.inputs = None  # records of the inputs, once backward frees this node
+        self.shape, self.dtype, self.name, self.scope = t.shape, t.dtype, t.name, t._scope
+        self.requires_grad, self.vjp_depth = t.requires_grad, t._vjp_depth
+        self.value = t.data.item() if t.data.size == 1 else None
+
+
+def _record_of(t: Tensor) -> FreedNode:
+    if t._record is None:
+        t._record = FreedNode(t)
+    return t._record
+
+
 def _free(t: Tensor) -> None:
-    """Drop what ``t``'s node holds for backward, so the arrays its inputs hold can go."""
+    """Drop what ``t``'s node holds for backward, so the arrays its inputs hold can go; keep its structure."""
+    _record_of(t).inputs = tuple(_record_of(x) for x in t._inputs)
     t._inputs = None
     t._params = None
     t._saved = None
@@ -179,11 +243,13 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
     found: dict[int, Tensor] = {}
     owned = _OwnedGrads(root_grads, create_graph)
 
-    with set_grad_enabled(create_graph):  # record the backward pass only for create_graph
+    with set_grad_enabled(create_graph), _restoring_vjp_depth():  # record the backward pass only for create_graph
         for t in reversed(order):  # every tensor after all the tensors made from it
             g = grads.pop(id(t), None)
             if g is None:
                 continue
+            if create_graph:  # the ops recorded from here on are t's VJP: one pass deeper than t
+                state.vjp_depth = t._vjp_depth + 1
             if t._hooks:
                 g = _run_hooks(t, g)
             if id(t) in target_ids:
@@ -203,6 +269,16 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
             if not retain_graph:
                 _free(t)
     return found
+
+
+@contextlib.contextmanager
+def _restoring_vjp_depth():
+    """Put ``state.vjp_depth`` back on leaving, even on an error: the next forward op is made at depth 0."""
+    outer = state.vjp_depth
+    try:
+        yield
+    finally:
+        state.vjp_depth = outer
 
 
 def backward(tensor: Tensor, gradient=None, retain_graph: bool | None = None, create_graph: bool = False):

@@ -313,11 +313,108 @@ def test_grad_mode_has_no_side_effects_and_is_the_same_before_and_after_backward
     assert all(np.array_equal(p.grad.numpy(), g) for p, g in zip(leaves, grads)) and len(seen) == 1
 
 
-def test_drawing_a_graph_freed_by_backward_says_how_to_keep_it():
-    _, _, _, loss = mlp_loss()
+# --------------------------------------------------------------------------------------
+# Drawing after backward(): micrograd's order
+# --------------------------------------------------------------------------------------
+
+
+def masked_net_loss():
+    """A small net with modules, a mask, a number, and an index array of more than four entries."""
+    net = Net()
+    x = mg.tensor(np.random.default_rng(1).standard_normal((5, 3)), name="x")
+    keep = mg.tensor(np.random.default_rng(2).random((5, 3)) > 0.3)  # made here, held by nobody but the graph
+    h = net.blocks[0](x).masked_fill(~keep, 0.0)
+    return net, h[np.array([0, 1, 2, 3, 4, 0])].sum() * 0.5
+
+
+def test_a_graph_drawn_after_backward_is_the_graph_drawn_before_it():
+    _, loss = masked_net_loss()
+    before, listing = viz.draw_graph(loss).source, _printed(loss)
+    loss.backward()  # no retain_graph: the graph is freed
+    assert viz.draw_graph(loss).source == before  # same nodes, labels, params, clusters, edges
+    assert _printed(loss) == listing
+    assert "index=array(6,)" in before  # an index array is drawn by its shape, before and after
+    with pytest.raises(RuntimeError, match="retain_graph=True"):  # the graph can't be walked twice
+        loss.backward()
+
+
+def _printed(root, **kw) -> str:
+    import io
+
+    out = io.StringIO()
+    viz.print_graph(root, file=out, **kw)
+    return out.getvalue()
+
+
+def test_backward_still_frees_intermediate_arrays_and_the_record_keeps_none():
+    import gc
+    import weakref
+
+    x = mg.tensor(np.ones((64, 64)), requires_grad=True, name="x")
+    mask = mg.tensor(np.eye(64, dtype=bool))
+    h = (x * 2.0).tanh().masked_fill(mask, 0.0)
+    alive = {"h": weakref.ref(h), "h.data": weakref.ref(h.data), "mask.data": weakref.ref(mask.data)}
+    loss = h.sum()
+    del h, mask
     loss.backward()
-    with pytest.raises(RuntimeError, match=r"retain_graph=True"):
-        viz.draw_graph(loss, show="grad")
+    assert {k: r() is None for k, r in alive.items()} == dict.fromkeys(alive, True)  # gone without gc
+    gc.collect()
+    # What the records hold, all the way back: no array bigger than a few numbers.
+    records, seen = [loss._record], []
+    while records:
+        r = records.pop()
+        seen.append(r)
+        records += list(r.inputs or ())
+        for v in (r.params or {}).values():
+            assert not (isinstance(v, np.ndarray) and v.size > 4)
+    assert sorted(r.op.name for r in seen if r.op) == ["masked_fill", "mul", "sum", "tanh"]
+    g = viz.draw_graph(loss, show="data")
+    assert "values freed by backward()" in dot_nodes(g)[find_value(g, "tanh")]
+
+
+def find_value(g, op_name: str) -> str:
+    """The id of the tensor the one ``op_name`` op writes."""
+    (op,) = [i for i, a in dot_nodes(g).items() if f"label=<{op_name}" in a]
+    (out,) = [d for s, d in dot_edges(g) if s == op]
+    return out
+
+
+def test_after_backward_data_shows_what_is_still_held_and_the_leaves_grad():
+    a, b, c, f = (mg.tensor(v, requires_grad=True, name=n) for v, n in [(2.0, "a"), (-3.0, "b"), (10.0, "c"),
+                                                                           (-2.0, "f")])
+    e = a * b
+    e.name = "e"
+    loss = (e + c) * f
+    loss.backward()  # micrograd's order: backward, then draw
+    g = viz.draw_graph(loss, show="data")
+    for t in (a, b, c, f):
+        record = dot_nodes(g)[find(g, f"<b>{t.name}</b>")]
+        assert f"data {t.item():.4f}" in record and f"grad {t.grad.item():.4f}" in record
+    assert "data -6.0000" in dot_nodes(g)[find(g, "<b>e</b>")]  # e is still held, so still drawn with its data
+    assert "data 4.0000" in dot_nodes(g)[find_value(g, "add")]  # freed, but one number is kept
+    assert "freed this graph" in dot_nodes(g)["note0"]
+    listing = _printed(loss, show="data")
+    assert re.search(r"a\s+leaf\s+scalar float32\s+data 2.0000\s+grad 6.0000", listing)
+
+
+def test_after_backward_grad_mode_colours_the_leaves_by_the_grad_backward_left():
+    leaves, loss = chain_of_scales([1e-2, 1e2])
+    loss.backward()
+    g = viz.draw_graph(loss, show="grad")
+    for p in leaves:
+        assert f"‖grad‖ {np.linalg.norm(p.grad.data):.2e}" in dot_nodes(g)[find(g, f"<b>{p.name}</b>")]
+    assert "‖.grad‖" in dot_nodes(g)["legend"]
+    assert fill(dot_nodes(g)[find(g, "<b>p0</b>")]) != fill(dot_nodes(g)[find(g, "<b>p1</b>")])
+
+
+def test_retain_graph_still_allows_a_second_backward_and_draws_live_data():
+    x = mg.tensor([1.0, 2.0], requires_grad=True, name="x")
+    loss = (x * x).sum()
+    loss.backward(retain_graph=True)
+    loss.backward()
+    assert x.grad.tolist() == [4.0, 8.0]
+    g = viz.draw_graph(loss, show="data")  # freed by the second call; the structure is still there
+    assert sorted(ops_drawn(g)) == ["mul", "sum"]
 
 
 def test_grad_mode_needs_a_root_with_a_gradient_and_treats_a_non_scalar_root_as_its_sum():
