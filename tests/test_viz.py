@@ -526,6 +526,145 @@ def test_a_graph_over_max_nodes_without_modules_is_cut_with_a_visible_note():
     assert len(dot_nodes(viz.draw_graph(y.sum(), max_nodes=None))) == 203
 
 
+class Cell(Module):
+    def __init__(self, d, rng):
+        self.W = mg.tensor(rng.standard_normal((d, d)) * 0.5, requires_grad=True)
+
+    def forward(self, x, h):
+        return (x + h @ self.W).tanh()
+
+
+class Unrolled(Module):
+    """An RNN: one cell called once per time step."""
+
+    def __init__(self, d=2, seed=0):
+        self.cell = Cell(d, np.random.default_rng(seed))
+
+    def forward(self, xs):
+        h = mg.zeros(xs.shape[1])
+        for x in xs:
+            h = self.cell(x, h)
+        return h.sum()
+
+
+def test_a_module_called_several_times_is_drawn_once_per_call():
+    loss = Unrolled()(mg.tensor(np.ones((3, 2)), name="xs"))
+    found = clusters(viz.draw_graph(loss))
+    calls = [f"cell (Cell) · call {k} of 3" for k in (1, 2, 3)]
+    assert sorted(found) == sorted(["Unrolled", *calls])
+    g = viz.draw_graph(loss)
+    for label in calls:
+        assert found[label]["parent"] == "Unrolled"
+        ops = [re.search(r"label=<(\w+)", dot_nodes(g)[i]).group(1) for i in found[label]["nodes"]
+               if "shape=ellipse" in dot_nodes(g)[i]]
+        assert sorted(ops) == ["add", "matmul", "tanh"]  # each call's own ops, in its own box
+    # The weight all calls share sits outside them, in the module that made the calls.
+    assert find(g, "<b>cell.W</b>") in found["Unrolled"]["nodes"]
+    # Folded, each call is one node, chained through the hidden state.
+    folded = viz.draw_graph(loss, collapse=0)
+    f1, f2, f3 = (find(folded, f"<b>{label}</b>") for label in calls)
+    (h1,) = [d for s_, d in dot_edges(folded) if s_ == f1]
+    assert (h1, f2) in dot_edges(folded) and "call 1 of 3" not in dot_nodes(folded)[f3]
+    # A module called once keeps its plain name.
+    assert "call" not in " ".join(clusters(viz.draw_graph(net_and_loss()[1])))
+    assert "cell (Cell) · call 3 of 3" in _printed(loss)
+
+
+def test_composite_mode_draws_attention_and_layer_norm_op_by_op():
+    from minigrad import nn
+
+    rng = np.random.default_rng(0)
+    block = nn.TransformerBlock(d_model=8, n_heads=2, causal=True, rng=rng)
+    x = mg.tensor(rng.standard_normal((1, 3, 8)).astype(np.float32), requires_grad=True, name="x")
+    fused = viz.draw_graph(block(x).sum())
+    assert {"layer_norm", "linear", "attention_weights", "gelu"} <= set(ops_drawn(fused))
+    with mg.composite_mode():
+        g = viz.draw_graph(block(x).sum())
+    ops = ops_drawn(g)
+    assert not {"layer_norm", "linear", "attention_weights", "gelu"} & set(ops)
+    found = clusters(g)
+
+    def ops_in(label):
+        return [re.search(r"label=<(\w+)", dot_nodes(g)[i]).group(1) for i in found[label]["nodes"]
+                if "shape=ellipse" in dot_nodes(g)[i]]
+
+    # Layer norm, op by op, in its own box: (x - mean) / sqrt(var + eps) * weight + bias.
+    assert sorted(ops_in("attn_norm (LayerNorm)")) == ["add", "add", "div", "mean", "mul", "sqrt", "sub", "var"]
+    norm_labels = [dot_nodes(g)[i] for i in found["attn_norm (LayerNorm)"]["nodes"]]
+    assert any("label=<mean<br/>" in a and "axis=-1, keepdims=True" in a for a in norm_labels)
+    # Attention: scores = q k^T * scale + mask, softmax, weights @ v, in the attention's box.
+    assert sorted(set(ops_in("attn (MultiHeadAttention)"))) == ["add", "matmul", "mul", "reshape", "softmax",
+                                                                "transpose"]
+    assert sorted(ops_in("attn.q_proj (Linear)")) == ["add", "matmul", "transpose"]
+    assert "erf" in ops_in("mlp (MLP)")  # exact GELU: x * 0.5 * (1 + erf(x / sqrt 2))
+
+
+def test_the_picture_shows_itself_in_jupyter_and_falls_back_to_its_source_without_dot(tmp_path, monkeypatch):
+    import graphviz
+
+    _, _, _, loss = mlp_loss()
+    g = viz.draw_graph(loss)
+    assert isinstance(g, graphviz.Digraph)
+    if HAS_DOT:
+        assert g._repr_mimebundle_()["image/svg+xml"].lstrip().startswith("<?xml")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no `dot` to be found
+    shown = g._repr_mimebundle_()
+    assert set(shown) == {"text/plain", "text/html"}
+    assert "apt-get install graphviz" in shown["text/plain"] and g.source in shown["text/plain"]
+    assert "<pre>digraph minigrad {" in shown["text/html"]
+
+
+def test_the_graph_of_a_gradient_marks_the_forward_pass_and_the_vjps():
+    w = mg.tensor(0.5, requires_grad=True, name="w")
+    x = mg.tensor(2.0, name="x")
+    y = (w * x).tanh()
+    (dw,) = mg.grad(y, [w], create_graph=True)  # (1 - y^2) x, recorded as ops
+    g = viz.draw_graph(dw)
+    forward, vjp = (viz.dot.PASS_STYLE[d]["op"]["fillcolor"] for d in (0, 1))
+    by_fill = {}
+    for a in dot_nodes(g).values():
+        if "shape=ellipse" in a:
+            by_fill.setdefault(fill(a), []).append(re.search(r"label=<(\w+)", a).group(1))
+    assert sorted(by_fill[forward]) == ["mul", "tanh"]  # w * x and tanh: the forward pass
+    assert sorted(by_fill[vjp]) == ["mul", "mul", "mul", "sub"]  # tanh's VJP g (1 - y*y), then mul's: times x
+    legend = dot_nodes(g)["passes"]
+    assert "forward pass" in legend and "backward pass (VJPs)" in legend and vjp in legend
+    assert "passes" not in dot_nodes(viz.draw_graph(y))  # a plain forward graph needs no legend
+    # Differentiated again, the VJPs of the VJPs are a third colour.
+    (d2w,) = mg.grad(dw, [w], create_graph=True)
+    fills = {fill(a) for a in dot_nodes(viz.draw_graph(d2w)).values() if "shape=ellipse" in a}
+    assert viz.dot.PASS_STYLE[2]["op"]["fillcolor"] in fills and "backward 2" in _printed(d2w)
+    # The engine is back in the forward pass afterwards, even when a backward pass fails half-way.
+    assert (w * 2)._vjp_depth == 0
+    z = (w * x).tanh()
+    z.register_hook(lambda grad: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        mg.grad(z * 3, [w], create_graph=True)
+    assert (w * 2)._vjp_depth == 0
+
+
+class WithBuffer(Module):
+    """A module with a buffer: a constant tensor it owns (ALiBi slopes, a running mean...)."""
+
+    def __init__(self):
+        self.weight = mg.tensor(np.ones(3), requires_grad=True)
+        self.slopes = mg.tensor(np.array([0.5, 0.25, 0.125]))
+
+    def named_buffers(self):
+        yield "slopes", self.slopes
+
+    def forward(self, x):
+        return (x * self.weight * self.slopes).sum()
+
+
+def test_a_module_buffer_is_drawn_under_its_name():
+    loss = WithBuffer()(mg.tensor(np.ones(3), name="x"))
+    g = viz.draw_graph(loss)
+    buffer = dot_nodes(g)[find(g, "<b>slopes</b>")]
+    assert fill(buffer) == viz.dot.KIND_STYLE["buffer"]["fillcolor"] and "dashed" in buffer  # no gradient
+    assert re.search(r"%\d+\s+slopes\s+buffer", _printed(loss))
+
+
 # --------------------------------------------------------------------------------------
 # save
 # --------------------------------------------------------------------------------------

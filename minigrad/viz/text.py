@@ -13,7 +13,9 @@ a tensor in an op (the ``0.5`` in ``x * 0.5``) are written inline.
 
 Columns: the tensor's number, its name, how it was made (or what kind of
 leaf it is), shape and dtype, with ``show="data"``/``"grad"`` its value and
-gradient, and the module that ran the op.
+gradient, and the module that ran the op. In the graph of a gradient taken
+with ``create_graph=True``, a last column says which ops the backward pass
+recorded (``backward``; ``backward 2`` for the VJPs of VJPs).
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ def _row(graph: Graph, node: Node, show: str, number: dict[int, int]) -> list[st
         row.append("" if node.grad is None else f"‖grad‖ {node.grad_norm:.2e}")
     where = module_label(graph, node.scope) if node.scope and not node.is_leaf else ""
     row.append("output" if node.kind == "output" else where)
+    if graph.vjp_depths != [0] and graph.vjp_depths:  # a gradient's graph: say which ops are the VJPs
+        row.append("" if node.is_leaf or node.vjp_depth == 0 else
+                   "backward" if node.vjp_depth == 1 else f"backward {node.vjp_depth}")
     return row
 
 
