@@ -737,11 +737,11 @@ def test_print_graph_shows_modules_gradients_and_respects_max_nodes(capsys):
 # --------------------------------------------------------------------------------------
 
 
-def test_demo_draws_its_four_graphs(tmp_path, capsys):
+def test_demo_draws_its_five_graphs(tmp_path, capsys):
     from demos import draw_graphs
 
     written = draw_graphs.main(["--out", str(tmp_path)])
-    names = ["scalar_expression", "attention_head", "transformer_block", "rnn_unrolled"]
+    names = ["scalar_expression", "attention_head", "transformer_block", "rnn_unrolled", "gradient_graph"]
     assert list(written) == names
     for name in names:
         assert (tmp_path / f"{name}.gv").stat().st_size > 0
@@ -752,4 +752,11 @@ def test_demo_draws_its_four_graphs(tmp_path, capsys):
     rnn = (tmp_path / "rnn_unrolled.gv").read_text()
     norms = [float(re.search(rf"<b>h{t}</b>.*?‖grad‖ ([0-9.e+-]+)", rnn).group(1)) for t in range(7)]
     assert all(a < b / 2 for a, b in zip(norms, norms[1:]))  # the gradient vanishes going back in time
-    assert "tanh(%8)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "tanh(%8)" in printed
+    # The gradient's graph: forward ops and VJP ops in two colours, with the legend; its value checked by hand.
+    gradient = (tmp_path / "gradient_graph.gv").read_text()
+    assert "forward pass" in gradient and "backward pass (VJPs)" in gradient
+    assert gradient.count(viz.dot.PASS_STYLE[1]["op"]["fillcolor"]) >= 4  # tanh's VJP and the dot's: 4+ ops
+    by_demo, by_hand = re.search(r"dy/dw = \[(.*?)\]; \(1 - y\^2\) x by hand = \[(.*?)\]", printed).groups()
+    assert by_demo.split() == by_hand.split()
