@@ -3,16 +3,19 @@
 Drawing happens in three steps, each a function below:
 
 1. ``_layout``: decide what is drawn. Each tensor is a box and each op an
-   ellipse, inside nested clusters for the modules that ran them; with
+   ellipse, inside nested clusters for the module calls that ran them; with
    ``collapse=depth`` a module nested deeper than ``depth`` becomes one node
    (only the tensors that leave it stay visible).
 2. ``_truncate``: if that is still more than ``max_nodes``, keep the nodes
    nearest the output and say, in a note node, how many were left out.
-3. ``_emit``: styles and labels, by ``show`` ("shape", "data" or "grad").
+3. ``_emit``: styles and labels, by ``show`` ("shape", "data" or "grad"), and
+   by pass: the ops a backward pass recorded (``create_graph=True``) get their
+   own colours and a legend.
 
 graphviz (the Python package) is imported inside functions only, so
 ``import minigrad`` never needs it; ``dot`` (the program) is needed only to
-render SVG/PNG/PDF, and ``save`` falls back to writing the DOT source.
+render SVG/PNG/PDF, and ``save`` falls back to writing the DOT source (as the
+notebook display does, see ``picture.py``).
 """
 
 from __future__ import annotations
@@ -436,7 +439,11 @@ def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", ma
     Tensors are boxes showing shape and dtype (and name, where known); each op
     is an ellipse labelled with its name in the op table and the parameters
     it was called with. Styles: the output is orange, parameters blue, other
-    leaves that require grad green, constants (data, masks) grey and dashed.
+    leaves that require grad green, constants (data, masks) grey and dashed,
+    module buffers violet and dashed. Each module call is a box (a module
+    called three times is three boxes, "call k of 3"). In the graph of a
+    gradient taken with ``create_graph=True`` the ops are coloured by the pass
+    that recorded them, forward or VJP, with a legend.
 
     params:   ``{name: Tensor}`` such as ``dict(model.named_parameters())``. Not needed
               for modules that ran the graph: their parameters are named from the
@@ -444,10 +451,12 @@ def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", ma
     show:     "shape"; "data" prints values (micrograd-style ``name | data | grad``
               for scalars, arrays up to 12 elements) and gradients; "grad" colours each
               tensor by the L2 norm of d(root)/d(tensor), on a log scale with a legend,
-              NaN/Inf in red. Gradients are computed here, with ``minigrad.grad``: ``.grad``
-              is left alone, hooks are not called, and it works before backward() or after
-              backward(retain_graph=True) (a plain backward() frees the graph: nothing is
-              left to draw). A non-scalar root is treated as ``root.sum()``.
+              NaN/Inf in red. Before backward() (or after backward(retain_graph=True)) the
+              gradients are computed here, with ``minigrad.grad``: ``.grad`` is left alone and
+              hooks are not called. After a plain backward(), which frees the graph's arrays,
+              the structure is drawn from the records it left, values only where tensors still
+              live, and the gradients are the ``.grad`` backward left on the leaves (a note says
+              so). A non-scalar root is treated as ``root.sum()``.
     max_nodes: a graph with more nodes is folded module by module (when ``collapse``
               is not given) and then cut down to the nodes nearest the output, with a
               note saying so. None draws everything.
@@ -456,7 +465,8 @@ def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", ma
               outermost module is depth 0, so ``collapse=0`` draws a model as a box
               of its direct submodules (each block one node), ``collapse=1`` opens those.
 
-    Display it in Jupyter as it is, or write it with ``save(graph, "graph.svg")``.
+    Display it in Jupyter as it is (without Graphviz's ``dot`` it shows its DOT
+    source and how to render it), or write it with ``save(graph, "graph.svg")``.
     """
     if show not in SHOWS:
         raise ValueError(f"draw_graph: show must be one of {SHOWS}, got {show!r}")
