@@ -169,12 +169,21 @@ class ArrayStub:
         return f"array{self.shape}"
 
 
+def _holds_arrays(params: dict) -> bool:
+    for v in params.values():
+        if isinstance(v, np.ndarray | tuple):
+            return True
+    return False
+
+
 def _without_arrays(value):
-    """``value`` with arrays of more than a few numbers (viz prints those by shape anyway) made stubs."""
+    """``value`` (a dict of params, a tuple, an array...) with arrays of more than a few numbers made stubs."""
     if isinstance(value, np.ndarray):
         return ArrayStub(value) if value.size > 4 else value
     if type(value) is tuple:
         return tuple(_without_arrays(v) for v in value)
+    if type(value) is dict:
+        return {k: _without_arrays(v) for k, v in value.items()}
     return value
 
 
@@ -199,13 +208,19 @@ class FreedNode:
                  "vjp_depth", "value")
 
     def __init__(self, t: Tensor):
+        # Backward makes one of these per node, so it is kept cheap: no copies, no property calls.
+        data, params = t.data, t._params
         self.tensor = weakref.ref(t)
         self.op = t._op
-        self.params = None if t._params is None else {k: _without_arrays(v) for k, v in t._params.items()}
+        self.params = params if not params or not _holds_arrays(params) else _without_arrays(params)
         self.inputs = None  # records of the inputs, once backward frees this node
-        self.shape, self.dtype, self.name, self.scope = t.shape, t.dtype, t.name, t._scope
-        self.requires_grad, self.vjp_depth = t.requires_grad, t._vjp_depth
-        self.value = t.data.item() if t.data.size == 1 else None
+        self.shape = data.shape
+        self.dtype = data.dtype
+        self.name = t.name
+        self.scope = t._scope
+        self.requires_grad = t.requires_grad
+        self.vjp_depth = t._vjp_depth
+        self.value = data.item() if data.size == 1 else None
 
 
 def _record_of(t: Tensor) -> FreedNode:
