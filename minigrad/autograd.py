@@ -224,9 +224,10 @@ class FreedNode:
 
 
 def _record_of(t: Tensor) -> FreedNode:
-    if t._record is None:
-        t._record = FreedNode(t)
-    return t._record
+    record = t._record
+    if record is None or record.tensor() is not t:  # (a deepcopied tensor arrives with its original's record)
+        record = t._record = FreedNode(t)
+    return record
 
 
 def _free(t: Tensor) -> None:

@@ -379,6 +379,20 @@ def find_value(g, op_name: str) -> str:
     return out
 
 
+def test_a_deepcopied_model_draws_its_own_parameters_after_backward():
+    import copy
+
+    net, loss = net_and_loss()
+    loss.backward()  # every parameter now carries a record of itself
+    clone = copy.deepcopy(net)
+    for p in (p for _, p in clone.named_parameters()):
+        p.data = p.data * 0 + 7.0
+    clone_loss = clone(mg.tensor(np.ones((2, 3)), name="x"))
+    clone_loss.backward()
+    g = viz.draw_graph(clone_loss, show="data")
+    assert "[7., 7., 7.]" in dot_nodes(g)[find(g, "<b>blocks.0.mlp.bias</b>")]  # the clone's, not the original's
+
+
 def test_after_backward_data_shows_what_is_still_held_and_the_leaves_grad():
     a, b, c, f = (mg.tensor(v, requires_grad=True, name=n) for v, n in [(2.0, "a"), (-3.0, "b"), (10.0, "c"),
                                                                            (-2.0, "f")])
