@@ -643,7 +643,7 @@ def test_the_graph_of_a_gradient_marks_the_forward_pass_and_the_vjps():
     assert sorted(by_fill[vjp]) == ["mul", "mul", "mul", "sub"]  # tanh's VJP g (1 - y*y), then mul's: times x
     legend = dot_nodes(g)["passes"]
     assert "forward pass" in legend and "backward pass (VJPs)" in legend and vjp in legend
-    assert "passes" not in dot_nodes(viz.draw_graph(y))  # a plain forward graph needs no legend
+    assert "passes" not in dot_nodes(viz.draw_graph(y)) and "passes" not in dot_nodes(viz.draw_graph(w))
     # Differentiated again, the VJPs of the VJPs are a third colour.
     (d2w,) = mg.grad(dw, [w], create_graph=True)
     fills = {fill(a) for a in dot_nodes(viz.draw_graph(d2w)).values() if "shape=ellipse" in a}

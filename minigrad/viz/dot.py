@@ -416,7 +416,7 @@ def _emit(graph: Graph, layout: _Layout, show: str, rankdir: str):
         if graph.grads_from == ".grad":
             title = "<b>‖.grad‖</b> that backward() left  (L2 norm, log scale)"
         dot.node("legend", label=scale.legend(title), shape="plain", style="")
-    if len(graph.vjp_depths) > 1 or graph.vjp_depths[-1:] != [0]:
+    if graph.has_backward_ops:
         dot.node("passes", label=_passes_legend(graph.vjp_depths), shape="plain", style="")
     # Edges along the computation pull harder than edges from leaves, so that a weight
     # used at every step of a loop does not drag all its uses to the top of the picture.

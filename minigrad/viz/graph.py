@@ -91,6 +91,11 @@ class Graph:
         """The passes present: [0] for a forward graph, [0, 1] for a gradient's graph (create_graph=True)."""
         return sorted({n.vjp_depth for n in self.nodes if not n.is_leaf})
 
+    @property
+    def has_backward_ops(self) -> bool:
+        """Whether some op was recorded by a backward pass: the graph of a gradient (create_graph=True)."""
+        return any(depth > 0 for depth in self.vjp_depths)
+
 
 def l2_norm(a: np.ndarray) -> float:
     """The L2 norm, without overflow for huge entries; NaN if any entry is NaN, inf if any is inf."""

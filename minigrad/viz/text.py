@@ -41,7 +41,7 @@ def _row(graph: Graph, node: Node, show: str, number: dict[int, int]) -> list[st
         row.append("" if node.grad is None else f"‖grad‖ {node.grad_norm:.2e}")
     where = module_label(graph, node.scope) if node.scope and not node.is_leaf else ""
     row.append("output" if node.kind == "output" else where)
-    if graph.vjp_depths != [0] and graph.vjp_depths:  # a gradient's graph: say which ops are the VJPs
+    if graph.has_backward_ops:  # a gradient's graph: say which ops are the VJPs
         row.append("" if node.is_leaf or node.vjp_depth == 0 else
                    "backward" if node.vjp_depth == 1 else f"backward {node.vjp_depth}")
     return row
