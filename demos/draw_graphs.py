@@ -1,7 +1,7 @@
 # %% [markdown]
-# # Four computation graphs drawn with minigrad.viz: the graphs backprop walks, made visible
+# # Five computation graphs drawn with minigrad.viz: the graphs backprop walks, made visible
 #
-#     python -m demos.draw_graphs [--out DIR]        (writes four graphs into DIR, default out/draw_graphs)
+#     python -m demos.draw_graphs [--out DIR]        (writes five graphs into DIR, default out/draw_graphs)
 #
 # 1. `scalar_expression`: a single neuron, tanh(x1*w1 + x2*w2 + b), one number
 #    per node, with its value and gradient (`show="data"`);
@@ -12,12 +12,15 @@
 #    (`attn.q_proj (Linear)`...);
 # 4. `rnn_unrolled`: an RNN unrolled over 6 steps, each tensor coloured by the
 #    size of its gradient (`show="grad"`): it shrinks about fourfold with
-#    every step back in time, the vanishing gradient, plain to see.
+#    every step back in time, the vanishing gradient, plain to see;
+# 5. `gradient_graph`: the gradient of tanh(w·x), taken with
+#    `create_graph=True`, is itself a graph of ops: the backward pass. Its
+#    ops are coloured by the pass that recorded them, forward or VJP.
 #
 # Each graph is written as DOT source (`.gv`) and, when Graphviz's `dot` is
 # installed, rendered to `.svg`. `viz.print_graph` prints the first one as text.
 #
-# Each `# %%` line starts a cell: the cells define the four graphs, and the last
+# Each `# %%` line starts a cell: the cells define the five graphs, and the last
 # one draws them (open the file in Jupyter with jupytext or in VS Code to run it
 # cell by cell, or run it whole as a script).
 
@@ -117,13 +120,36 @@ def unrolled_rnn(rng: np.random.Generator, steps: int = 6, d: int = 8):
 
 
 # %% [markdown]
+# ## 5. The backward pass, drawn
+#
+# `mg.grad(y, [w], create_graph=True)` records the backward pass as it runs
+# it: each op's VJP is made of ops from the table, so the gradient is a tensor
+# with a graph of its own. For y = tanh(w·x) it is dy/dw = (1 - y²) x: tanh's
+# VJP multiplies by 1 - y*y (reading y, a forward result), the dot product's
+# VJP by x. In the picture the forward ops are grey and the VJPs pink.
+
+# %%
+def gradient_graph(rng: np.random.Generator, d: int = 3):
+    """dy/dw for y = tanh(w·x), computed with create_graph=True, and the graph of that gradient."""
+    w = mg.tensor(rng.standard_normal(d).astype(np.float32), requires_grad=True, name="w")
+    x = mg.tensor(rng.standard_normal(d).astype(np.float32), name="x")
+    y = (w @ x).tanh()  # w·x: a scalar
+    y.name = "y"
+    (dy_dw,) = mg.grad(y, [w], create_graph=True)  # a Tensor recorded op by op, so it could be differentiated again
+    dy_dw.name = "dy/dw"
+    by_hand = (1 - y.item() ** 2) * x.numpy()
+    print(f"dy/dw = {np.round(dy_dw.numpy(), 4)}; (1 - y^2) x by hand = {np.round(by_hand, 4)}")
+    return dy_dw, viz.draw_graph(dy_dw)
+
+
+# %% [markdown]
 # ## Draw them
 #
 # `--out DIR` chooses the folder (default `out/graphs`, not tracked by git).
 
 # %%
 def main(argv=None) -> dict[str, Path]:
-    args = parse_args(argv, "draw_graphs", "Draw four computation graphs with minigrad.viz.")
+    args = parse_args(argv, "draw_graphs", "Draw five computation graphs with minigrad.viz.")
 
     scalar_out, scalar_graph = scalar_expression()
     graphs = {
@@ -131,6 +157,7 @@ def main(argv=None) -> dict[str, Path]:
         "attention_head": attention_head(np.random.default_rng(0))[1],
         "transformer_block": transformer_block(np.random.default_rng(0))[1],
         "rnn_unrolled": unrolled_rnn(np.random.default_rng(0))[1],
+        "gradient_graph": gradient_graph(np.random.default_rng(0))[1],
     }
     viz.print_graph(scalar_out, show="data")
     print()

@@ -12,7 +12,10 @@ added here:
 * with ``create_graph=False`` the VJPs run under ``no_grad``: nothing is recorded
   and the graph's saved tensors are dropped as soon as they have been used;
   with ``create_graph=True`` they are recorded, so gradients can be
-  differentiated again;
+  differentiated again, and every op a VJP records is tagged with the pass
+  that made it (``_vjp_depth``), so ``viz`` can draw the backward pass apart;
+* a freed node keeps a small record of its structure (``FreedNode``), without
+  its arrays, so ``viz`` can still draw the graph after ``backward()``;
 * what each VJP returns is checked where it is used: one gradient per input,
   each a Tensor (or None) of the input's shape or one it broadcasts to; a VJP
   that breaks this, or calls NumPy on Tensors, is a ``VJPError`` naming the op;
@@ -22,9 +25,12 @@ added here:
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from .anomaly import check_backward
+from .freed import record_of
 from .modes import set_grad_enabled, state
 from .tensor import OpError, Tensor
 from .vjp_checks import VJPError, check_grad, one_per_input, vjp_failure  # noqa: F401  (VJPError: re-exported)
@@ -170,7 +176,8 @@ def _call_vjp(t: Tensor, g: Tensor) -> tuple:
 
 
 def _free(t: Tensor) -> None:
-    """Drop what ``t``'s node holds for backward, so the arrays its inputs hold can go."""
+    """Drop what ``t``'s node holds for backward, so the arrays its inputs hold can go; keep its structure."""
+    record_of(t).inputs = tuple(record_of(x) for x in t._inputs)
     t._inputs = None
     t._params = None
     t._saved = None
@@ -197,11 +204,13 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
     found: dict[int, Tensor] = {}
     owned = _OwnedGrads(root_grads, create_graph)
 
-    with set_grad_enabled(create_graph):  # record the backward pass only for create_graph
+    with set_grad_enabled(create_graph), _restoring_vjp_depth():  # record the backward pass only for create_graph
         for t in reversed(order):  # every tensor after all the tensors made from it
             g = grads.pop(id(t), None)
             if g is None:
                 continue
+            if create_graph:  # the ops recorded from here on are t's VJP: one pass deeper than t
+                state.vjp_depth = t._vjp_depth + 1
             if t._hooks:
                 g = _run_hooks(t, g)
             if id(t) in target_ids:
@@ -225,6 +234,16 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
             if not retain_graph:
                 _free(t)
     return found
+
+
+@contextlib.contextmanager
+def _restoring_vjp_depth():
+    """Put ``state.vjp_depth`` back on leaving, even on an error: the next forward op is made at depth 0."""
+    outer = state.vjp_depth
+    try:
+        yield
+    finally:
+        state.vjp_depth = outer
 
 
 def backward(tensor: Tensor, gradient=None, retain_graph: bool | None = None, create_graph: bool = False):

@@ -7,7 +7,10 @@
   and the speed kernels of ``kernels.py`` as the plain NumPy they equal. For
   reading and drawing graphs op by op, and for checking a new fused op.
 * **Module scope**: which ``nn.Module`` calls are running, so that ``viz`` can
-  draw the ops each call made as one cluster.
+  draw the ops each call made as one cluster (one per call: an RNN cell called
+  at every time step is drawn once per step).
+* **VJP depth**: 0 while the forward pass runs; n while backward pass n records
+  its VJPs (``create_graph=True``), so ``viz`` can tell the two apart.
 
 Each is per thread. This file imports nothing from the rest of minigrad.
 """
@@ -15,14 +18,17 @@ Each is per thread. This file imports nothing from the rest of minigrad.
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
+from typing import NamedTuple
 
 
 class _State(threading.local):
     grad_enabled = True
     composite = False
     anomaly = False
-    scope: tuple = ()  # the modules whose forward is running, outermost first (for viz)
+    scope: tuple = ()  # the ModuleCalls whose forward is running, outermost first (for viz)
+    vjp_depth = 0  # recorded on every op's result: which backward pass (if any) made it (for viz)
 
 
 state = _State()
@@ -121,8 +127,18 @@ def is_composite_mode() -> bool:
     return state.composite
 
 
+class ModuleCall(NamedTuple):
+    """One call of a module: what an op's ``_scope`` lists, so two calls of one module stay apart."""
+
+    module: object
+    number: int  # counts all module calls of the process: unique, and later calls have larger numbers
+
+
+_call_numbers = itertools.count()
+
+
 class module_scope:
-    """Mark ops run inside ``module``'s forward (nn.Module does this); viz draws them as a cluster.
+    """Mark ops run inside ``module``'s forward (nn.Module does this); viz draws each call as a cluster.
 
     A class rather than a generator-based context manager: every module call enters one.
     """
@@ -132,7 +148,7 @@ class module_scope:
 
     def __enter__(self):
         self.prev = state.scope
-        state.scope = self.prev + (self.module,)
+        state.scope = self.prev + (ModuleCall(self.module, next(_call_numbers)),)
 
     def __exit__(self, *exc):
         state.scope = self.prev

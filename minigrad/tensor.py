@@ -54,7 +54,7 @@ class Tensor:
     """An n-dimensional array that records the ops applied to it, for reverse-mode autodiff."""
 
     __slots__ = ("data", "grad", "requires_grad", "name", "_op", "_inputs", "_params", "_saved", "_scope",
-                 "_hooks", "_retains_grad", "_trace", "__weakref__")
+                 "_hooks", "_retains_grad", "_trace", "_record", "_vjp_depth", "__weakref__")
     __array_ufunc__ = None  # `ndarray + Tensor` defers to Tensor.__radd__ instead of looping in NumPy
 
     def __init__(self, data, requires_grad: bool = False, dtype=None, name: str | None = None):
@@ -69,6 +69,8 @@ class Tensor:
         self._hooks: list | None = None
         self._retains_grad = False
         self._trace = None
+        self._record = None  # what viz still needs once backward frees this node (freed.FreedNode)
+        self._vjp_depth = 0  # 0: made by the forward pass; n: by the VJPs of backward pass n (create_graph)
         self.requires_grad = False
         if requires_grad:
             self.requires_grad_(True)
@@ -89,6 +91,8 @@ class Tensor:
         t._hooks = None
         t._retains_grad = False
         t._trace = None
+        t._record = None
+        t._vjp_depth = 0
         return t
 
     # --- array-like properties -----------------------------------------------------------
@@ -381,6 +385,7 @@ def apply(op, *inputs, **params) -> Tensor:
         result._params = params
         result._saved = saved
         result._scope = _state.scope
+        result._vjp_depth = _state.vjp_depth
     if _state.anomaly:
         result._trace = user_frame()
         check_forward(op, tensors, params, result)

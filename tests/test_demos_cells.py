@@ -58,7 +58,8 @@ def test_quickstart_cells_run_in_order():
 def test_draw_graphs_cells_run_in_order(tmp_path):
     run = run_cells(DEMOS / "draw_graphs.py", ["--out", tmp_path])
     names = sorted(p.name for p in tmp_path.glob("*.gv"))
-    assert names == ["attention_head.gv", "rnn_unrolled.gv", "scalar_expression.gv", "transformer_block.gv"]
+    assert names == ["attention_head.gv", "gradient_graph.gv", "rnn_unrolled.gv", "scalar_expression.gv",
+                     "transformer_block.gv"]
     assert "tanh" in run.text
 
 

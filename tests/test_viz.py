@@ -313,11 +313,122 @@ def test_grad_mode_has_no_side_effects_and_is_the_same_before_and_after_backward
     assert all(np.array_equal(p.grad.numpy(), g) for p, g in zip(leaves, grads)) and len(seen) == 1
 
 
-def test_drawing_a_graph_freed_by_backward_says_how_to_keep_it():
-    _, _, _, loss = mlp_loss()
+# --------------------------------------------------------------------------------------
+# Drawing after backward(): micrograd's order
+# --------------------------------------------------------------------------------------
+
+
+def masked_net_loss():
+    """A small net with modules, a mask, a number, and an index array of more than four entries."""
+    net = Net()
+    x = mg.tensor(np.random.default_rng(1).standard_normal((5, 3)), name="x")
+    keep = mg.tensor(np.random.default_rng(2).random((5, 3)) > 0.3)  # made here, held by nobody but the graph
+    h = net.blocks[0](x).masked_fill(~keep, 0.0)
+    return net, h[np.array([0, 1, 2, 3, 4, 0])].sum() * 0.5
+
+
+def test_a_graph_drawn_after_backward_is_the_graph_drawn_before_it():
+    _, loss = masked_net_loss()
+    before, listing = viz.draw_graph(loss).source, _printed(loss)
+    loss.backward()  # no retain_graph: the graph is freed
+    assert viz.draw_graph(loss).source == before  # same nodes, labels, params, clusters, edges
+    assert _printed(loss) == listing
+    assert "index=array(6,)" in before  # an index array is drawn by its shape, before and after
+    with pytest.raises(RuntimeError, match="retain_graph=True"):  # the graph can't be walked twice
+        loss.backward()
+
+
+def _printed(root, **kw) -> str:
+    import io
+
+    out = io.StringIO()
+    viz.print_graph(root, file=out, **kw)
+    return out.getvalue()
+
+
+def test_backward_still_frees_intermediate_arrays_and_the_record_keeps_none():
+    import gc
+    import weakref
+
+    x = mg.tensor(np.ones((64, 64)), requires_grad=True, name="x")
+    mask = mg.tensor(np.eye(64, dtype=bool))
+    h = (x * 2.0).tanh().masked_fill(mask, 0.0)
+    alive = {"h": weakref.ref(h), "h.data": weakref.ref(h.data), "mask.data": weakref.ref(mask.data)}
+    loss = h.sum()
+    del h, mask
     loss.backward()
-    with pytest.raises(RuntimeError, match=r"retain_graph=True"):
-        viz.draw_graph(loss, show="grad")
+    assert {k: r() is None for k, r in alive.items()} == dict.fromkeys(alive, True)  # gone without gc
+    gc.collect()
+    # What the records hold, all the way back: no array bigger than a few numbers.
+    records, seen = [loss._record], []
+    while records:
+        r = records.pop()
+        seen.append(r)
+        records += list(r.inputs or ())
+        for v in (r.params or {}).values():
+            assert not (isinstance(v, np.ndarray) and v.size > 4)
+    assert sorted(r.op.name for r in seen if r.op) == ["masked_fill", "mul", "sum", "tanh"]
+    g = viz.draw_graph(loss, show="data")
+    assert "values freed by backward()" in dot_nodes(g)[find_value(g, "tanh")]
+
+
+def find_value(g, op_name: str) -> str:
+    """The id of the tensor the one ``op_name`` op writes."""
+    (op,) = [i for i, a in dot_nodes(g).items() if f"label=<{op_name}" in a]
+    (out,) = [d for s, d in dot_edges(g) if s == op]
+    return out
+
+
+def test_a_deepcopied_model_draws_its_own_parameters_after_backward():
+    import copy
+
+    net, loss = net_and_loss()
+    loss.backward()  # every parameter now carries a record of itself
+    clone = copy.deepcopy(net)
+    for p in (p for _, p in clone.named_parameters()):
+        p.data = p.data * 0 + 7.0
+    clone_loss = clone(mg.tensor(np.ones((2, 3)), name="x"))
+    clone_loss.backward()
+    g = viz.draw_graph(clone_loss, show="data")
+    assert "[7., 7., 7.]" in dot_nodes(g)[find(g, "<b>blocks.0.mlp.bias</b>")]  # the clone's, not the original's
+
+
+def test_after_backward_data_shows_what_is_still_held_and_the_leaves_grad():
+    a, b, c, f = (mg.tensor(v, requires_grad=True, name=n) for v, n in [(2.0, "a"), (-3.0, "b"), (10.0, "c"),
+                                                                           (-2.0, "f")])
+    e = a * b
+    e.name = "e"
+    loss = (e + c) * f
+    loss.backward()  # micrograd's order: backward, then draw
+    g = viz.draw_graph(loss, show="data")
+    for t in (a, b, c, f):
+        record = dot_nodes(g)[find(g, f"<b>{t.name}</b>")]
+        assert f"data {t.item():.4f}" in record and f"grad {t.grad.item():.4f}" in record
+    assert "data -6.0000" in dot_nodes(g)[find(g, "<b>e</b>")]  # e is still held, so still drawn with its data
+    assert "data 4.0000" in dot_nodes(g)[find_value(g, "add")]  # freed, but one number is kept
+    assert "freed this graph" in dot_nodes(g)["note0"]
+    listing = _printed(loss, show="data")
+    assert re.search(r"a\s+leaf\s+scalar float32\s+data 2.0000\s+grad 6.0000", listing)
+
+
+def test_after_backward_grad_mode_colours_the_leaves_by_the_grad_backward_left():
+    leaves, loss = chain_of_scales([1e-2, 1e2])
+    loss.backward()
+    g = viz.draw_graph(loss, show="grad")
+    for p in leaves:
+        assert f"‖grad‖ {np.linalg.norm(p.grad.data):.2e}" in dot_nodes(g)[find(g, f"<b>{p.name}</b>")]
+    assert "‖.grad‖" in dot_nodes(g)["legend"]
+    assert fill(dot_nodes(g)[find(g, "<b>p0</b>")]) != fill(dot_nodes(g)[find(g, "<b>p1</b>")])
+
+
+def test_retain_graph_still_allows_a_second_backward_and_draws_live_data():
+    x = mg.tensor([1.0, 2.0], requires_grad=True, name="x")
+    loss = (x * x).sum()
+    loss.backward(retain_graph=True)
+    loss.backward()
+    assert x.grad.tolist() == [4.0, 8.0]
+    g = viz.draw_graph(loss, show="data")  # freed by the second call; the structure is still there
+    assert sorted(ops_drawn(g)) == ["mul", "sum"]
 
 
 def test_grad_mode_needs_a_root_with_a_gradient_and_treats_a_non_scalar_root_as_its_sum():
@@ -429,6 +540,145 @@ def test_a_graph_over_max_nodes_without_modules_is_cut_with_a_visible_note():
     assert len(dot_nodes(viz.draw_graph(y.sum(), max_nodes=None))) == 203
 
 
+class Cell(Module):
+    def __init__(self, d, rng):
+        self.W = mg.tensor(rng.standard_normal((d, d)) * 0.5, requires_grad=True)
+
+    def forward(self, x, h):
+        return (x + h @ self.W).tanh()
+
+
+class Unrolled(Module):
+    """An RNN: one cell called once per time step."""
+
+    def __init__(self, d=2, seed=0):
+        self.cell = Cell(d, np.random.default_rng(seed))
+
+    def forward(self, xs):
+        h = mg.zeros(xs.shape[1])
+        for x in xs:
+            h = self.cell(x, h)
+        return h.sum()
+
+
+def test_a_module_called_several_times_is_drawn_once_per_call():
+    loss = Unrolled()(mg.tensor(np.ones((3, 2)), name="xs"))
+    found = clusters(viz.draw_graph(loss))
+    calls = [f"cell (Cell) · call {k} of 3" for k in (1, 2, 3)]
+    assert sorted(found) == sorted(["Unrolled", *calls])
+    g = viz.draw_graph(loss)
+    for label in calls:
+        assert found[label]["parent"] == "Unrolled"
+        ops = [re.search(r"label=<(\w+)", dot_nodes(g)[i]).group(1) for i in found[label]["nodes"]
+               if "shape=ellipse" in dot_nodes(g)[i]]
+        assert sorted(ops) == ["add", "matmul", "tanh"]  # each call's own ops, in its own box
+    # The weight all calls share sits outside them, in the module that made the calls.
+    assert find(g, "<b>cell.W</b>") in found["Unrolled"]["nodes"]
+    # Folded, each call is one node, chained through the hidden state.
+    folded = viz.draw_graph(loss, collapse=0)
+    f1, f2, f3 = (find(folded, f"<b>{label}</b>") for label in calls)
+    (h1,) = [d for s_, d in dot_edges(folded) if s_ == f1]
+    assert (h1, f2) in dot_edges(folded) and "call 1 of 3" not in dot_nodes(folded)[f3]
+    # A module called once keeps its plain name.
+    assert "call" not in " ".join(clusters(viz.draw_graph(net_and_loss()[1])))
+    assert "cell (Cell) · call 3 of 3" in _printed(loss)
+
+
+def test_composite_mode_draws_attention_and_layer_norm_op_by_op():
+    from minigrad import nn
+
+    rng = np.random.default_rng(0)
+    block = nn.TransformerBlock(d_model=8, n_heads=2, causal=True, rng=rng)
+    x = mg.tensor(rng.standard_normal((1, 3, 8)).astype(np.float32), requires_grad=True, name="x")
+    fused = viz.draw_graph(block(x).sum())
+    assert {"layer_norm", "linear", "attention_weights", "gelu"} <= set(ops_drawn(fused))
+    with mg.composite_mode():
+        g = viz.draw_graph(block(x).sum())
+    ops = ops_drawn(g)
+    assert not {"layer_norm", "linear", "attention_weights", "gelu"} & set(ops)
+    found = clusters(g)
+
+    def ops_in(label):
+        return [re.search(r"label=<(\w+)", dot_nodes(g)[i]).group(1) for i in found[label]["nodes"]
+                if "shape=ellipse" in dot_nodes(g)[i]]
+
+    # Layer norm, op by op, in its own box: (x - mean) / sqrt(var + eps) * weight + bias.
+    assert sorted(ops_in("attn_norm (LayerNorm)")) == ["add", "add", "div", "mean", "mul", "sqrt", "sub", "var"]
+    norm_labels = [dot_nodes(g)[i] for i in found["attn_norm (LayerNorm)"]["nodes"]]
+    assert any("label=<mean<br/>" in a and "axis=-1, keepdims=True" in a for a in norm_labels)
+    # Attention: scores = q k^T * scale + mask, softmax, weights @ v, in the attention's box.
+    assert sorted(set(ops_in("attn (MultiHeadAttention)"))) == ["add", "matmul", "mul", "reshape", "softmax",
+                                                                "transpose"]
+    assert sorted(ops_in("attn.q_proj (Linear)")) == ["add", "matmul", "transpose"]
+    assert "erf" in ops_in("mlp (MLP)")  # exact GELU: x * 0.5 * (1 + erf(x / sqrt 2))
+
+
+def test_the_picture_shows_itself_in_jupyter_and_falls_back_to_its_source_without_dot(tmp_path, monkeypatch):
+    import graphviz
+
+    _, _, _, loss = mlp_loss()
+    g = viz.draw_graph(loss)
+    assert isinstance(g, graphviz.Digraph)
+    if HAS_DOT:
+        assert g._repr_mimebundle_()["image/svg+xml"].lstrip().startswith("<?xml")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no `dot` to be found
+    shown = g._repr_mimebundle_()
+    assert set(shown) == {"text/plain", "text/html"}
+    assert "apt-get install graphviz" in shown["text/plain"] and g.source in shown["text/plain"]
+    assert "<pre>digraph minigrad {" in shown["text/html"]
+
+
+def test_the_graph_of_a_gradient_marks_the_forward_pass_and_the_vjps():
+    w = mg.tensor(0.5, requires_grad=True, name="w")
+    x = mg.tensor(2.0, name="x")
+    y = (w * x).tanh()
+    (dw,) = mg.grad(y, [w], create_graph=True)  # (1 - y^2) x, recorded as ops
+    g = viz.draw_graph(dw)
+    forward, vjp = (viz.dot.PASS_STYLE[d]["op"]["fillcolor"] for d in (0, 1))
+    by_fill = {}
+    for a in dot_nodes(g).values():
+        if "shape=ellipse" in a:
+            by_fill.setdefault(fill(a), []).append(re.search(r"label=<(\w+)", a).group(1))
+    assert sorted(by_fill[forward]) == ["mul", "tanh"]  # w * x and tanh: the forward pass
+    assert sorted(by_fill[vjp]) == ["mul", "mul", "mul", "sub"]  # tanh's VJP g (1 - y*y), then mul's: times x
+    legend = dot_nodes(g)["passes"]
+    assert "forward pass" in legend and "backward pass (VJPs)" in legend and vjp in legend
+    assert "passes" not in dot_nodes(viz.draw_graph(y)) and "passes" not in dot_nodes(viz.draw_graph(w))
+    # Differentiated again, the VJPs of the VJPs are a third colour.
+    (d2w,) = mg.grad(dw, [w], create_graph=True)
+    fills = {fill(a) for a in dot_nodes(viz.draw_graph(d2w)).values() if "shape=ellipse" in a}
+    assert viz.dot.PASS_STYLE[2]["op"]["fillcolor"] in fills and "backward 2" in _printed(d2w)
+    # The engine is back in the forward pass afterwards, even when a backward pass fails half-way.
+    assert (w * 2)._vjp_depth == 0
+    z = (w * x).tanh()
+    z.register_hook(lambda grad: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        mg.grad(z * 3, [w], create_graph=True)
+    assert (w * 2)._vjp_depth == 0
+
+
+class WithBuffer(Module):
+    """A module with a buffer: a constant tensor it owns (ALiBi slopes, a running mean...)."""
+
+    def __init__(self):
+        self.weight = mg.tensor(np.ones(3), requires_grad=True)
+        self.slopes = mg.tensor(np.array([0.5, 0.25, 0.125]))
+
+    def named_buffers(self):
+        yield "slopes", self.slopes
+
+    def forward(self, x):
+        return (x * self.weight * self.slopes).sum()
+
+
+def test_a_module_buffer_is_drawn_under_its_name():
+    loss = WithBuffer()(mg.tensor(np.ones(3), name="x"))
+    g = viz.draw_graph(loss)
+    buffer = dot_nodes(g)[find(g, "<b>slopes</b>")]
+    assert fill(buffer) == viz.dot.KIND_STYLE["buffer"]["fillcolor"] and "dashed" in buffer  # no gradient
+    assert re.search(r"%\d+\s+slopes\s+buffer", _printed(loss))
+
+
 # --------------------------------------------------------------------------------------
 # save
 # --------------------------------------------------------------------------------------
@@ -501,11 +751,11 @@ def test_print_graph_shows_modules_gradients_and_respects_max_nodes(capsys):
 # --------------------------------------------------------------------------------------
 
 
-def test_demo_draws_its_four_graphs(tmp_path, capsys):
+def test_demo_draws_its_five_graphs(tmp_path, capsys):
     from demos import draw_graphs
 
     written = draw_graphs.main(["--out", str(tmp_path)])
-    names = ["scalar_expression", "attention_head", "transformer_block", "rnn_unrolled"]
+    names = ["scalar_expression", "attention_head", "transformer_block", "rnn_unrolled", "gradient_graph"]
     assert list(written) == names
     for name in names:
         assert (tmp_path / f"{name}.gv").stat().st_size > 0
@@ -516,4 +766,11 @@ def test_demo_draws_its_four_graphs(tmp_path, capsys):
     rnn = (tmp_path / "rnn_unrolled.gv").read_text()
     norms = [float(re.search(rf"<b>h{t}</b>.*?‖grad‖ ([0-9.e+-]+)", rnn).group(1)) for t in range(7)]
     assert all(a < b / 2 for a, b in zip(norms, norms[1:]))  # the gradient vanishes going back in time
-    assert "tanh(%8)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "tanh(%8)" in printed
+    # The gradient's graph: forward ops and VJP ops in two colours, with the legend; its value checked by hand.
+    gradient = (tmp_path / "gradient_graph.gv").read_text()
+    assert "forward pass" in gradient and "backward pass (VJPs)" in gradient
+    assert gradient.count(viz.dot.PASS_STYLE[1]["op"]["fillcolor"]) >= 4  # tanh's VJP and the dot's: 4+ ops
+    by_demo, by_hand = re.search(r"dy/dw = \[(.*?)\]; \(1 - y\^2\) x by hand = \[(.*?)\]", printed).groups()
+    assert by_demo.split() == by_hand.split()

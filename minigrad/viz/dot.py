@@ -3,16 +3,19 @@
 Drawing happens in three steps, each a function below:
 
 1. ``_layout``: decide what is drawn. Each tensor is a box and each op an
-   ellipse, inside nested clusters for the modules that ran them; with
+   ellipse, inside nested clusters for the module calls that ran them; with
    ``collapse=depth`` a module nested deeper than ``depth`` becomes one node
    (only the tensors that leave it stay visible).
 2. ``_truncate``: if that is still more than ``max_nodes``, keep the nodes
    nearest the output and say, in a note node, how many were left out.
-3. ``_emit``: styles and labels, by ``show`` ("shape", "data" or "grad").
+3. ``_emit``: styles and labels, by ``show`` ("shape", "data" or "grad"), and
+   by pass: the ops a backward pass recorded (``create_graph=True``) get their
+   own colours and a legend.
 
 graphviz (the Python package) is imported inside functions only, so
 ``import minigrad`` never needs it; ``dot`` (the program) is needed only to
-render SVG/PNG/PDF, and ``save`` falls back to writing the DOT source.
+render SVG/PNG/PDF, and ``save`` falls back to writing the DOT source (as the
+notebook display does, see ``picture.py``).
 """
 
 from __future__ import annotations
@@ -43,7 +46,15 @@ KIND_STYLE = {
     "parameter": dict(fillcolor="#d0ebff", color="#1971c2", penwidth="1.4"),
     "leaf": dict(fillcolor="#d3f9d8", color="#2b8a3e", penwidth="1.4"),
     "constant": dict(fillcolor="#f1f3f5", color="#868e96", style="rounded,filled,dashed"),
+    "buffer": dict(fillcolor="#f3f0ff", color="#7048e8", style="rounded,filled,dashed"),  # a module's, no grad
 }
+# Ops and the tensors they make, by the pass that made them: the forward pass, or the VJPs that
+# backward pass n recorded (create_graph=True). Deeper passes than listed take the last colours.
+PASS_STYLE = (
+    dict(op=dict(fillcolor="#f1f3f5", color="#adb5bd"), value=dict(fillcolor="#ffffff", color="#6c757d")),
+    dict(op=dict(fillcolor="#fcc2d7", color="#c2255c"), value=dict(fillcolor="#fff0f6", color="#c2255c")),
+    dict(op=dict(fillcolor="#d0bfff", color="#6741d9"), value=dict(fillcolor="#f3f0ff", color="#6741d9")),
+)
 OP_STYLE = dict(shape="ellipse", style="filled", fillcolor="#f1f3f5", color="#adb5bd", fontsize="10",
                 margin="0.04,0.02", height="0.28")
 FOLD_STYLE = dict(shape="box3d", style="filled", fillcolor="#edf2ff", color="#4c6ef5")
@@ -263,18 +274,24 @@ def _array_text(a: np.ndarray) -> str:
     return "<br/>".join(_esc(line) for line in text.splitlines())
 
 
+def _has_nan(node: Node) -> bool:
+    if node.dtype.kind != "f":
+        return False
+    if node.data is None:  # freed by backward: only a one-element tensor's value was kept
+        return node.value is not None and np.isnan(node.value)
+    return bool(np.isnan(node.data).any())
+
+
 def _tensor_label(node: Node, show: str, ink: str) -> str:
-    t = node.tensor
     name = node.name or ("output" if node.kind == "output" else None)
-    shape = f"{fmt_shape(t)} {t.dtype}"
+    shape = f"{fmt_shape(node.shape)} {node.dtype}"
     muted = "#495057" if ink == "#000000" else "#e9ecef"
     # NaN in a value is always a bug; an infinity may be a mask (-inf before softmax), so it is not flagged.
-    has_nan = t.dtype.kind == "f" and np.isnan(t.data).any()
-    warning = f'<br/><font color="{NONFINITE}" point-size="9"><b>NaN in value</b></font>' if has_nan else ""
+    warning = f'<br/><font color="{NONFINITE}" point-size="9"><b>NaN in value</b></font>' if _has_nan(node) else ""
 
-    if show == "data" and t.size == 1:  # micrograd's record: name | data | grad
+    if show == "data" and node.size == 1:  # micrograd's record: name | data | grad
         cells = [f"<b>{_esc(name)}</b>"] if name else []
-        cells.append(f"data {fmt_number(t.data.item())}")
+        cells.append(f"data {fmt_number(node.value)}")
         if node.grad is not None:
             cells.append(f"grad {fmt_number(np.asarray(node.grad).item())}")
         row = "<vr/>".join(f"<td>{c}</td>" for c in cells)
@@ -282,12 +299,14 @@ def _tensor_label(node: Node, show: str, ink: str) -> str:
 
     lines = [f"<b>{_esc(name)}</b>", _small(shape, muted)] if name else [shape]
     grad_norm = None if node.grad is None else _small(f"‖grad‖ {node.grad_norm:.2e}", ink)
-    if show == "data" and t.size <= DATA_MAX_SIZE:  # small enough to print in full
-        lines.append(_small(_array_text(t.data), ink))
+    if show == "data" and node.data is None:
+        lines.append(_small("values freed by backward()", muted))
+    elif show == "data" and node.size <= DATA_MAX_SIZE:  # small enough to print in full
+        lines.append(_small(_array_text(node.data), ink))
         if node.grad is not None:
             lines.append(_small("grad " + _array_text(node.grad), muted))
     elif show == "data":
-        lines.append(_small(f"mean {fmt_number(t.data.mean())}  std {fmt_number(t.data.std())}", muted))
+        lines.append(_small(f"mean {fmt_number(node.data.mean())}  std {fmt_number(node.data.std())}", muted))
         lines += [grad_norm] if grad_norm else []
     elif show == "grad":
         lines += [grad_norm] if grad_norm else []
@@ -299,8 +318,29 @@ def _fold_label(graph: Graph, item: _Item) -> str:
     params = [n for n in item.members if n.kind in ("parameter", "leaf")]
     summary = f"{n_ops} op{'s' * (n_ops != 1)}"
     if params:
-        summary += f" · {len(params)} param{'s' * (len(params) != 1)} ({sum(p.tensor.size for p in params):,} values)"
+        summary += f" · {len(params)} param{'s' * (len(params) != 1)} ({sum(p.size for p in params):,} values)"
     return f"<<b>{_esc(module_label(graph, item.path))}</b><br/>{_small(summary)}>"
+
+
+def _pass_style(node: Node) -> dict:
+    return PASS_STYLE[min(node.vjp_depth, len(PASS_STYLE) - 1)]
+
+
+def _pass_name(depth: int) -> str:
+    if depth == 0:
+        return "forward pass"
+    return "backward pass (VJPs)" if depth == 1 else f"backward pass {depth} (VJPs of VJPs)"
+
+
+def _passes_legend(depths: list[int]) -> str:
+    """Which colour is which pass, for a graph that holds ops a backward pass recorded (create_graph=True)."""
+    cells = []
+    for depth in depths:
+        style = PASS_STYLE[min(depth, len(PASS_STYLE) - 1)]["op"]
+        cells.append(f'<td bgcolor="{style["fillcolor"]}" color="{style["color"]}">{_pass_name(depth)}</td>')
+    return (f'<<table border="0" cellborder="1" cellspacing="0" cellpadding="4">'
+            f'<tr><td colspan="{len(cells)}" border="0"><b>which pass recorded each op</b></td></tr>'
+            f'<tr>{"".join(cells)}</tr></table>>')
 
 
 # --------------------------------------------------------------------------------------
@@ -309,9 +349,9 @@ def _fold_label(graph: Graph, item: _Item) -> str:
 
 
 def _emit(graph: Graph, layout: _Layout, show: str, rankdir: str):
-    import graphviz
+    from .picture import Picture  # imports graphviz: only now, when something is drawn
 
-    dot = graphviz.Digraph(
+    dot = Picture(
         "minigrad",
         graph_attr=dict(rankdir=rankdir, fontname=FONT, bgcolor="white", nodesep="0.18", ranksep="0.3",
                         pad="0.2"),
@@ -327,14 +367,15 @@ def _emit(graph: Graph, layout: _Layout, show: str, rankdir: str):
         if item.kind == "op":
             params = op_params(node)
             label = f"<{_esc(node.op.name)}" + (f"<br/>{_small(_esc(params))}" if params else "") + ">"
-            return dict(OP_STYLE, label=label, tooltip=(node.op.doc or node.op.name).splitlines()[0])
+            return dict(OP_STYLE, **_pass_style(node)["op"], label=label,
+                        tooltip=(node.op.doc or node.op.name).splitlines()[0])
         if item.kind == "number":
-            return dict(shape="plaintext", style="", label=fmt_constant(node.tensor), fontsize="10")
+            return dict(shape="plaintext", style="", label=fmt_constant(node), fontsize="10")
         if item.kind == "fold":
             return dict(FOLD_STYLE, label=_fold_label(graph, item))
         if item.kind == "note":
             return dict(NOTE_STYLE, label=item.text.replace("\n", "\\l") + "\\l")
-        style = dict(KIND_STYLE[node.kind])
+        style = dict(_pass_style(node)["value"] if node.kind == "value" else KIND_STYLE[node.kind])
         ink = "#000000"
         if scale is not None and node.grad is not None:
             style["fillcolor"] = scale.colour(node.grad_norm)
@@ -371,9 +412,13 @@ def _emit(graph: Graph, layout: _Layout, show: str, rankdir: str):
     for i, text in enumerate(layout.notes):
         dot.node(f"note{i}", **dict(NOTE_STYLE, label=text.replace("\n", "\\l") + "\\l"))
     if scale is not None:
-        what = "output" if graph.root.tensor.size == 1 else "sum(output)"
+        what = "output" if graph.root.size == 1 else "sum(output)"
         title = f"<b>‖∂ {what} / ∂ tensor‖</b>  (L2 norm, log scale)"
+        if graph.grads_from == ".grad":
+            title = "<b>‖.grad‖</b> that backward() left  (L2 norm, log scale)"
         dot.node("legend", label=scale.legend(title), shape="plain", style="")
+    if graph.has_backward_ops:
+        dot.node("passes", label=_passes_legend(graph.vjp_depths), shape="plain", style="")
     # Edges along the computation pull harder than edges from leaves, so that a weight
     # used at every step of a loop does not drag all its uses to the top of the picture.
     internal = {it.id for it in layout.items if it.kind in ("op", "fold") or
@@ -395,7 +440,11 @@ def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", ma
     Tensors are boxes showing shape and dtype (and name, where known); each op
     is an ellipse labelled with its name in the op table and the parameters
     it was called with. Styles: the output is orange, parameters blue, other
-    leaves that require grad green, constants (data, masks) grey and dashed.
+    leaves that require grad green, constants (data, masks) grey and dashed,
+    module buffers violet and dashed. Each module call is a box (a module
+    called three times is three boxes, "call k of 3"). In the graph of a
+    gradient taken with ``create_graph=True`` the ops are coloured by the pass
+    that recorded them, forward or VJP, with a legend.
 
     params:   ``{name: Tensor}`` such as ``dict(model.named_parameters())``. Not needed
               for modules that ran the graph: their parameters are named from the
@@ -403,10 +452,12 @@ def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", ma
     show:     "shape"; "data" prints values (micrograd-style ``name | data | grad``
               for scalars, arrays up to 12 elements) and gradients; "grad" colours each
               tensor by the L2 norm of d(root)/d(tensor), on a log scale with a legend,
-              NaN/Inf in red. Gradients are computed here, with ``minigrad.grad``: ``.grad``
-              is left alone, hooks are not called, and it works before backward() or after
-              backward(retain_graph=True) (a plain backward() frees the graph: nothing is
-              left to draw). A non-scalar root is treated as ``root.sum()``.
+              NaN/Inf in red. Before backward() (or after backward(retain_graph=True)) the
+              gradients are computed here, with ``minigrad.grad``: ``.grad`` is left alone and
+              hooks are not called. After a plain backward(), which frees the graph's arrays,
+              the structure is drawn from the records it left, values only where tensors still
+              live, and the gradients are the ``.grad`` backward left on the leaves (a note says
+              so). A non-scalar root is treated as ``root.sum()``.
     max_nodes: a graph with more nodes is folded module by module (when ``collapse``
               is not given) and then cut down to the nodes nearest the output, with a
               note saying so. None draws everything.
@@ -415,7 +466,8 @@ def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", ma
               outermost module is depth 0, so ``collapse=0`` draws a model as a box
               of its direct submodules (each block one node), ``collapse=1`` opens those.
 
-    Display it in Jupyter as it is, or write it with ``save(graph, "graph.svg")``.
+    Display it in Jupyter as it is (without Graphviz's ``dot`` it shows its DOT
+    source and how to render it), or write it with ``save(graph, "graph.svg")``.
     """
     if show not in SHOWS:
         raise ValueError(f"draw_graph: show must be one of {SHOWS}, got {show!r}")
@@ -441,6 +493,10 @@ def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", ma
                                 f"to choose.")
     if max_nodes is not None and len(layout.items) > max_nodes:
         layout = _truncate(layout, max_nodes)
+    if graph.freed and show != "shape":
+        layout.notes.append("backward() freed this graph: the values of intermediate tensors are gone\n"
+                            "(leaves and tensors still held keep theirs), and the gradients shown are the\n"
+                            ".grad it left. Draw before backward(), or pass retain_graph=True, to see all.")
     return _emit(graph, layout, show, rankdir)
 
 

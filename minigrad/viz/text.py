@@ -13,7 +13,9 @@ a tensor in an op (the ``0.5`` in ``x * 0.5``) are written inline.
 
 Columns: the tensor's number, its name, how it was made (or what kind of
 leaf it is), shape and dtype, with ``show="data"``/``"grad"`` its value and
-gradient, and the module that ran the op.
+gradient, and the module that ran the op. In the graph of a gradient taken
+with ``create_graph=True``, a last column says which ops the backward pass
+recorded (``backward``; ``backward 2`` for the VJPs of VJPs).
 """
 
 from __future__ import annotations
@@ -25,21 +27,23 @@ from .graph import Graph, Node, collect, fmt_constant, fmt_number, fmt_shape, mo
 
 
 def _row(graph: Graph, node: Node, show: str, number: dict[int, int]) -> list[str]:
-    t = node.tensor
     if node.is_leaf:
         what = node.kind
     else:
-        args = [fmt_constant(x.tensor) if x.is_number else f"%{number[id(x)]}" for x in node.inputs]
+        args = [fmt_constant(x) if x.is_number else f"%{number[id(x)]}" for x in node.inputs]
         params = op_params(node)
         what = f"{node.op.name}({', '.join(args + ([params] if params else []))})"
-    row = [f"%{number[id(node)]}", node.name or "", what, f"{fmt_shape(t)} {t.dtype}"]
+    row = [f"%{number[id(node)]}", node.name or "", what, f"{fmt_shape(node.shape)} {node.dtype}"]
     if show == "data":
-        row.append(f"data {fmt_number(t.data.item())}" if t.size == 1 else "")
-        row.append(f"grad {fmt_number(node.grad.item())}" if node.grad is not None and t.size == 1 else "")
+        row.append(f"data {fmt_number(node.value)}" if node.size == 1 else "")
+        row.append(f"grad {fmt_number(node.grad.item())}" if node.grad is not None and node.size == 1 else "")
     if show == "grad":
         row.append("" if node.grad is None else f"‖grad‖ {node.grad_norm:.2e}")
     where = module_label(graph, node.scope) if node.scope and not node.is_leaf else ""
     row.append("output" if node.kind == "output" else where)
+    if graph.has_backward_ops:  # a gradient's graph: say which ops are the VJPs
+        row.append("" if node.is_leaf or node.vjp_depth == 0 else
+                   "backward" if node.vjp_depth == 1 else f"backward {node.vjp_depth}")
     return row
 
 
@@ -56,8 +60,8 @@ def print_graph(root: Tensor, params: dict | None = None, show: str = "shape", m
     graph = collect(root, params, gradients=wants_grads)
     nodes = [n for n in graph.nodes if not n.is_number]
     n_ops = sum(not n.is_leaf for n in nodes)
-    out = graph.root.tensor
-    header = (f"graph of a {fmt_shape(out)} {out.dtype} output: {n_ops} op{'s' * (n_ops != 1)}, "
+    out = graph.root
+    header = (f"graph of a {fmt_shape(out.shape)} {out.dtype} output: {n_ops} op{'s' * (n_ops != 1)}, "
               f"{len(nodes) - n_ops} lea{'ves' if len(nodes) - n_ops != 1 else 'f'}")
     lines = [header]
     number = {id(n): i for i, n in enumerate(nodes)}  # numbers are written inline, so they get no %line

@@ -1,0 +1,89 @@
+"""What backward leaves of a node it frees: the graph's structure without its arrays, so it can still be drawn.
+
+Backward frees a node by dropping its inputs, parameters and saved arrays, so
+that intermediate results can be collected as soon as the pass is done with
+them. Before it does, ``autograd._free`` writes a ``FreedNode``: a small record
+that ``viz`` reads to draw a graph after ``backward()``, as micrograd's users do.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from .tensor import Tensor
+
+
+class ArrayStub:
+    """An array parameter of a freed node (a mask, an index), remembered by its shape and dtype only."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, array: np.ndarray):
+        self.shape, self.dtype = array.shape, array.dtype
+
+    def __repr__(self) -> str:
+        return f"array{self.shape}"
+
+
+def _holds_arrays(params: dict) -> bool:
+    for v in params.values():
+        if isinstance(v, np.ndarray | tuple):
+            return True
+    return False
+
+
+def _without_arrays(value):
+    """``value`` (a dict of params, a tuple, an array...) with arrays of more than a few numbers made stubs."""
+    if isinstance(value, np.ndarray):
+        return ArrayStub(value) if value.size > 4 else value
+    if type(value) is tuple:
+        return tuple(_without_arrays(v) for v in value)
+    if type(value) is dict:
+        return {k: _without_arrays(v) for k, v in value.items()}
+    return value
+
+
+class FreedNode:
+    """What is left of a tensor's node once backward has freed it: the structure, not the arrays.
+
+    Backward frees a node by dropping its inputs, parameters and saved arrays, so
+    that intermediate results can be collected as soon as the pass is done with
+    them. Before it does, it writes this record: the op, its parameters (big
+    arrays replaced by their shape), shape, dtype, name and module scope, and the
+    records of the inputs. The tensor itself is held only by a weak reference,
+    so the record keeps no array alive; ``viz`` draws the structure from it and
+    the data wherever the tensor still lives (leaves, parameters, tensors the
+    user kept). A one-element tensor's value is kept, as a Python number.
+
+    A tensor's record is made once and kept in its ``_record`` slot, so a tensor
+    used by two ops is one record. Tensors backward did not visit (no gradient
+    reached them) are never freed: while they live, viz reads them directly.
+    """
+
+    __slots__ = ("tensor", "op", "params", "inputs", "shape", "dtype", "name", "scope", "requires_grad",
+                 "vjp_depth", "value")
+
+    def __init__(self, t: Tensor):
+        # Backward makes one of these per node, so it is kept cheap: no copies, no property calls.
+        data, params = t.data, t._params
+        self.tensor = weakref.ref(t)
+        self.op = t._op
+        self.params = params if not params or not _holds_arrays(params) else _without_arrays(params)
+        self.inputs = None  # records of the inputs, once backward frees this node
+        self.shape = data.shape
+        self.dtype = data.dtype
+        self.name = t.name
+        self.scope = t._scope
+        self.requires_grad = t.requires_grad
+        self.vjp_depth = t._vjp_depth
+        self.value = data.item() if data.size == 1 else None
+
+
+def record_of(t: Tensor) -> FreedNode:
+    """``t``'s record, made on first use and kept in its ``_record`` slot."""
+    record = t._record
+    if record is None or record.tensor() is not t:  # (a deepcopied tensor arrives with its original's record)
+        record = t._record = FreedNode(t)
+    return record

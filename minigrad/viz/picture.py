@@ -1,0 +1,36 @@
+"""The drawing ``draw_graph`` returns: a ``graphviz.Digraph`` that shows itself in Jupyter, dot or no dot.
+
+A Digraph already displays itself inline in Jupyter, as SVG rendered by
+Graphviz's ``dot`` program. Without ``dot`` that display would be a traceback;
+a ``Picture`` shows instead the DOT source and how to render it (install
+Graphviz, or paste the source into any Graphviz viewer).
+
+This module imports graphviz, so ``dot.py`` imports it only when it draws.
+"""
+
+from __future__ import annotations
+
+import html
+
+import graphviz
+
+RENDER_HINT = ("Graphviz's `dot` program was not found, so this graph is shown as its DOT source. To see the "
+               "picture, install Graphviz (apt-get install graphviz, or brew install graphviz), or save it with "
+               "viz.save(graph, 'graph.gv') and open that in any Graphviz viewer.")
+
+
+class Picture(graphviz.Digraph):
+    """A ``graphviz.Digraph`` whose notebook display falls back to its source when ``dot`` cannot render it."""
+
+    def _repr_mimebundle_(self, include=None, exclude=None, **kwargs) -> dict:
+        try:
+            return super()._repr_mimebundle_(include=include, exclude=exclude, **kwargs)
+        except graphviz.ExecutableNotFound:
+            reason = RENDER_HINT
+        except graphviz.CalledProcessError as err:
+            first = (err.stderr or b"").decode(errors="replace").strip().splitlines()
+            reason = f"Graphviz's `dot` failed ({first[0] if first else f'exit {err.returncode}'}); the DOT source:"
+        return {
+            "text/plain": f"{reason}\n\n{self.source}",
+            "text/html": f"<p>{html.escape(reason)}</p><pre>{html.escape(self.source)}</pre>",
+        }
