@@ -133,7 +133,7 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
                 for hook in list(t._hooks):
                     replaced = hook(g)
                     if replaced is not None:
-                        g = replaced if isinstance(replaced, Tensor) else Tensor._wrap(np.asarray(replaced))
+                        g = _hook_result(replaced, t, hook)
             if targets is not None:
                 if id(t) in target_ids:
                     found[id(t)] = owned(g)
@@ -166,6 +166,10 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
                     continue
                 if gx.data.shape != x.data.shape:
                     gx = _sum_to(gx, x.data.shape)
+                if gx.data.dtype != x.data.dtype:
+                    # A gradient has its tensor's dtype (PyTorch's rule): a float32 weight met by float64
+                    # data gets a float32 gradient, not a float64 one that would upcast it at the update.
+                    gx = gx.astype(x.data.dtype)
                 prev = grads.get(id(x))
                 grads[id(x)] = gx if prev is None else prev + gx
             if not retain_graph:
@@ -173,6 +177,20 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
                 t._params = None
                 t._saved = None
     return found
+
+
+def _hook_result(replaced, t: Tensor, hook) -> Tensor:
+    """A hook's returned gradient, checked: it must have t's shape; it is cast to t's dtype."""
+    g = replaced if isinstance(replaced, Tensor) else Tensor._wrap(np.asarray(replaced))
+    if g.shape != t.shape:
+        who = f"tensor {t.name!r}" if t.name else "a tensor"
+        made = "a leaf" if t._op is None else f"made by op '{t._op.name}'"
+        raise RuntimeError(f"backward: the hook {getattr(hook, '__qualname__', hook)!r} on {who} ({made}, shape "
+                           f"{t.shape} {t.dtype}) returned a gradient of shape {g.shape}; a hook must return None "
+                           f"or a gradient of the tensor's own shape")
+    if g.dtype != t.dtype:
+        g = g.astype(t.dtype)
+    return g
 
 
 def backward(tensor: Tensor, gradient=None, retain_graph: bool | None = None, create_graph: bool = False):

@@ -317,7 +317,12 @@ class pow_tensor:
         return a ** b
 
     def vjp(g, out, a, b):
-        return g * b * a ** (b - 1), g * out * a.log()
+        # As PyTorch: where b == 0 the base's gradient is 0 (not 0 * a**-1, NaN at a = 0), and
+        # where a == 0 and b >= 0 the exponent's gradient is 0 (not 0 * log 0 = NaN).
+        grad_a = (g * b * a ** (b - 1)).masked_fill(np.broadcast_to(b.data == 0, out.shape), 0.0)
+        zero_base = (a.data == 0) & (b.data >= 0)
+        grad_b = (g * out * a.log()).masked_fill(np.broadcast_to(zero_base, out.shape), 0.0)
+        return grad_a, grad_b
 
 
 @op(method="maximum")
@@ -329,8 +334,10 @@ class maximum:
         return np.maximum(a, b)
 
     def vjp(g, out, a, b):
-        share = (a.data > b.data) + 0.5 * (a.data == b.data)
-        return g * _const(share, g), g * _const(1.0 - share, g)
+        # a's share is 0 where b wins, 1/2 at a tie, else 1 (and the same for b), so a NaN,
+        # which compares False both ways, passes the gradient to both inputs, as in PyTorch.
+        tie = 0.5 * (a.data == b.data)
+        return g * _const(1.0 - (a.data < b.data) - tie, g), g * _const(1.0 - (a.data > b.data) - tie, g)
 
 
 @op(method="minimum")
@@ -342,8 +349,8 @@ class minimum:
         return np.minimum(a, b)
 
     def vjp(g, out, a, b):
-        share = (a.data < b.data) + 0.5 * (a.data == b.data)
-        return g * _const(share, g), g * _const(1.0 - share, g)
+        tie = 0.5 * (a.data == b.data)  # (see maximum)
+        return g * _const(1.0 - (a.data > b.data) - tie, g), g * _const(1.0 - (a.data < b.data) - tie, g)
 
 
 @op()
@@ -374,15 +381,21 @@ class masked_fill:
 
 @op(method="clip")
 class clip:
-    """x limited to [lo, hi]; the gradient is 1 inside (bounds included), 0 outside."""
-    samples = [sample((4, 5), lo=-0.5, hi=0.7)]
+    """x limited to [lo, hi] (either may be None: no bound); the gradient is 1 inside (bounds included), 0 outside."""
+    samples = [sample((4, 5), lo=-0.5, hi=0.7), sample((4, 5), lo=0.0, hi=None), sample((4, 5), lo=None, hi=0.2)]
 
-    def forward(x, *, lo, hi):
+    def forward(x, *, lo=None, hi=None):
+        if lo is None and hi is None:
+            raise ValueError("clip needs at least one of lo and hi")
         return np.clip(x, lo, hi)
 
-    def vjp(g, out, x, *, lo, hi):
-        inside = (x.data >= lo) & (x.data <= hi)
-        return (g * _const(inside, g),)
+    def vjp(g, out, x, *, lo=None, hi=None):
+        outside = np.zeros(x.shape, dtype=bool)
+        if lo is not None:
+            outside |= x.data < lo
+        if hi is not None:
+            outside |= x.data > hi
+        return (g.masked_fill(outside, 0.0),)  # masked, not multiplied: an inf gradient outside gives 0, not NaN
 
 
 # --------------------------------------------------------------------------------------
@@ -440,11 +453,18 @@ class tanh:
 
 @op(method="sigmoid")
 class sigmoid:
-    """1 / (1 + e**-x), computed as (1 + tanh(x/2)) / 2 so no exp can overflow."""
-    samples = [sample((3, 4))]
+    """1 / (1 + e**-x), from e = exp(-|x|): 1 / (1 + e) for x >= 0, e / (1 + e) below.
+
+    exp(-|x|) never overflows, and neither tail cancels: sigmoid(-20) keeps its
+    full relative precision (2.06e-9), so -log(sigmoid(-20)) is 20 in float32.
+    (The tanh form, 0.5 + 0.5 * tanh(x / 2), rounds to 0 below about -17.)
+    """
+    samples = [sample((3, 4)), sample((3, 4), domain=(-30.0, 30.0))]
 
     def forward(x):
-        return 0.5 + 0.5 * np.tanh(0.5 * x)
+        e = np.exp(-np.abs(x))
+        denom = 1.0 + e
+        return np.where(x >= 0, 1.0, e) / denom  # NaN in, NaN out (both branches are NaN there)
 
     def vjp(g, out, x):
         return (g * out * (1.0 - out),)
@@ -459,7 +479,7 @@ class relu:
         return np.maximum(x, 0)
 
     def vjp(g, out, x):
-        return (g * _const(x.data > 0, g),)
+        return (g.masked_fill(~(x.data > 0), 0.0),)  # masked: an inf gradient where x <= 0 gives 0, not NaN
 
 
 @op(method="abs")
@@ -618,7 +638,8 @@ class mean:
         return x.mean(axis=axis, keepdims=keepdims)
 
     def vjp(g, out, x, *, axis=None, keepdims=False):
-        return (_unreduce(g, x.shape, axis, keepdims) * (1.0 / _count(x.shape, axis)),)
+        count = _count(x.shape, axis)  # 0 only when x is empty, and then so is its gradient
+        return (_unreduce(g, x.shape, axis, keepdims) * (1.0 / count if count else 0.0),)
 
 
 @op(method="var")
@@ -631,7 +652,8 @@ class var:
 
     def vjp(g, out, x, *, axis=None, ddof=0, keepdims=False):
         centred = x - x.mean(axis=axis, keepdims=True)
-        return (_unreduce(g, x.shape, axis, keepdims) * centred * (2.0 / (_count(x.shape, axis) - ddof)),)
+        dof = _count(x.shape, axis) - ddof  # NumPy and PyTorch divide by max(dof, 0): ddof >= n gives inf/NaN
+        return (_unreduce(g, x.shape, axis, keepdims) * centred * (2.0 / dof if dof > 0 else math.inf),)
 
 
 def _extreme_vjp(g, out, x, axis, keepdims):
@@ -683,6 +705,10 @@ class logsumexp:
     samples = _REDUCE + [sample((3, 4), axis=1, keepdims=True)]
 
     def forward(x, *, axis=None, keepdims=False):
+        if x.size == 0:  # no max to shift by; the log of an empty sum is -inf (as PyTorch)
+            kept = np.sum(x, axis=axis, keepdims=True).shape  # (which also checks the axis)
+            lse = np.full(kept, -np.inf, dtype=x.dtype if x.dtype.kind == "f" else np.float64)
+            return lse if keepdims else lse.reshape(np.delete(x.shape, _axes(axis, x.ndim)))
         m = _stable_max(x, axis)
         with np.errstate(divide="ignore"):  # log(0) = -inf for a row that is all -inf
             lse = np.log(np.exp(x - m).sum(axis=axis, keepdims=True)) + m
@@ -713,6 +739,9 @@ class softmax:
                sample(np.array([[0.3, -np.inf, 1.2], [-np.inf, -np.inf, -np.inf]]))]
 
     def forward(x, *, axis=-1):
+        if x.size == 0:  # nothing to normalise (and no max to shift by)
+            np.sum(x, axis=axis)  # checks the axis
+            return x.astype(np.result_type(x, np.float32))
         return _softmax_in_place(x - _stable_max(x, axis), axis)
 
     def vjp(g, out, x, *, axis=-1):
@@ -757,6 +786,9 @@ class log_softmax:
     samples = [sample((3, 5)), sample((2, 3, 4), axis=1), sample((3, 4), axis=0)]
 
     def forward(x, *, axis=-1):
+        if x.size == 0:  # nothing to normalise (and no max to shift by)
+            np.sum(x, axis=axis)  # checks the axis
+            return x.astype(np.result_type(x, np.float32))
         shifted = x - _stable_max(x, axis)
         total = np.exp(shifted).sum(axis=axis, keepdims=True)
         # A row that is all -inf stays -inf (log 1 = 0 is subtracted), instead of -inf - -inf = NaN.
@@ -778,10 +810,23 @@ class matmul:
                sample((4,), (4, 5)), sample((3, 4), (4,)), sample((4,), (4,)), sample((2, 3, 4), (4,))]
 
     def forward(a, b):
+        if a.ndim == 0 or b.ndim == 0:
+            raise ValueError("both operands need at least one axis (use * to multiply by a scalar)")
+        inner = b.shape[-2] if b.ndim >= 2 else b.shape[0]
+        if a.shape[-1] != inner:
+            raise ValueError(f"the inner sizes differ: a's last axis has {a.shape[-1]}, b's "
+                             f"{'second-to-last' if b.ndim >= 2 else 'only'} axis has {inner}")
+        if a.ndim > 2 and b.ndim > 2:
+            try:
+                np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+            except ValueError:
+                raise ValueError(f"the batch axes {a.shape[:-2]} and {b.shape[:-2]} do not broadcast") from None
         if a.ndim > 2 and b.ndim == 2:
             # (B, T, K) @ (K, N) as one (B*T, K) @ (K, N) product: one BLAS call, not B of them.
             # (reshape copies a strided `a`, which NumPy's batched matmul would not hand to BLAS.)
-            return (a.reshape(-1, a.shape[-1]) @ b).reshape(a.shape[:-1] + b.shape[-1:])
+            # The row count is spelled out: reshape cannot infer -1 when K is 0.
+            rows = a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
+            return (rows @ b).reshape(a.shape[:-1] + b.shape[-1:])
         return a @ b
 
     def vjp(g, out, a, b):
@@ -797,8 +842,9 @@ class matmul:
         if b2.ndim == 2:
             # A weight matrix shared across the batch: fold the batch into the rows
             # so its gradient is one matmul, not a stack of them summed afterwards.
-            a_rows = a2.reshape(-1, a2.shape[-1]) if a2.ndim > 2 else a2  # (N, K)
-            g_rows = g2.reshape(-1, g2.shape[-1]) if g2.ndim > 2 else g2  # (N, M)
+            # (N spelled out: reshape cannot infer -1 for a zero-size K or M)
+            a_rows = a2.reshape(math.prod(a2.shape[:-1]), a2.shape[-1]) if a2.ndim > 2 else a2  # (N, K)
+            g_rows = g2.reshape(math.prod(g2.shape[:-1]), g2.shape[-1]) if g2.ndim > 2 else g2  # (N, M)
             if b.data.flags.f_contiguous and not b.data.flags.c_contiguous:
                 # b is a transposed weight (nn.Linear's x @ W.T): produce its gradient in the
                 # same memory order, so W's gradient comes back C-ordered like W itself and the
