@@ -30,15 +30,25 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     grads = [p.grad.data for p in params]
     # Per-tensor norms first (in the gradients' dtype), then the norm of those norms, in Python floats.
     if norm_type == math.inf:
-        total = max(float(np.max(np.abs(g), initial=0.0)) for g in grads)
+        # np.max, not Python's max: a NaN anywhere must make the norm NaN (Python's max keeps
+        # the first NaN it meets but skips later ones, since NaN > x and x > NaN are both False).
+        total = float(np.max([np.max(np.abs(g), initial=0.0) for g in grads]))
     else:
         per_tensor = [float(np.linalg.norm(g.ravel(), ord=norm_type)) if g.size else 0.0 for g in grads]
-        total = math.fsum(n**norm_type for n in per_tensor) ** (1.0 / norm_type)
+        if any(math.isnan(n) for n in per_tensor):
+            total = math.nan  # (fsum raises on a NaN next to an inf)
+        elif any(math.isinf(n) for n in per_tensor):
+            total = math.inf
+        else:
+            total = math.fsum(n**norm_type for n in per_tensor) ** (1.0 / norm_type)
     if error_if_nonfinite and not math.isfinite(total):
         raise RuntimeError(f"clip_grad_norm_: the total {norm_type}-norm of the gradients is {total}; "
                            f"pass error_if_nonfinite=False to clip anyway")
+    # As PyTorch: the factor is min(1, max_norm / (total + 1e-6)), so a NaN norm makes every gradient NaN
+    # and an infinite one makes them 0 (NaN where they were infinite): the step is visibly spoiled, not
+    # taken with one huge gradient left unclipped.
     clip_coef = max_norm / (total + 1e-6)
-    if clip_coef < 1.0:
+    if not clip_coef >= 1.0:
         with no_grad():
             for p in params:
                 p.grad = p.grad * clip_coef  # a new Tensor; a Python float keeps the gradient's dtype
