@@ -142,9 +142,14 @@ def _axes(axis, ndim: int) -> tuple[int, ...]:
     """Normalise ``axis`` (None, int or tuple) to a sorted tuple of positive axes."""
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, int):
-        axis = (axis,)
-    return tuple(sorted(a % ndim for a in axis)) if ndim else ()
+    axis = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    for a in axis:  # checked, as NumPy does: a % ndim alone would wrap a bad axis round to a valid one
+        if not -ndim <= a < ndim:
+            raise ValueError(f"axis {a} is out of range for {ndim} axes")
+    axes = tuple(sorted(a % ndim for a in axis))
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"axis {axis} names an axis twice")
+    return axes
 
 
 def _unreduce(g, in_shape, axis, keepdims):
@@ -319,7 +324,7 @@ class pow_tensor:
     def vjp(g, out, a, b):
         # As PyTorch: where b == 0 the base's gradient is 0 (not 0 * a**-1, NaN at a = 0), and
         # where a == 0 and b >= 0 the exponent's gradient is 0 (not 0 * log 0 = NaN).
-        grad_a = (g * b * a ** (b - 1)).masked_fill(np.broadcast_to(b.data == 0, out.shape), 0.0)
+        grad_a = (g * (b * a ** (b - 1))).masked_fill(np.broadcast_to(b.data == 0, out.shape), 0.0)
         zero_base = (a.data == 0) & (b.data >= 0)
         grad_b = (g * out * a.log()).masked_fill(np.broadcast_to(zero_base, out.shape), 0.0)
         return grad_a, grad_b
@@ -390,12 +395,12 @@ class clip:
         return np.clip(x, lo, hi)
 
     def vjp(g, out, x, *, lo=None, hi=None):
-        outside = np.zeros(x.shape, dtype=bool)
+        inside = np.ones(x.shape, dtype=bool)  # (a NaN is not inside: its gradient is 0, as in PyTorch)
         if lo is not None:
-            outside |= x.data < lo
+            inside &= x.data >= lo
         if hi is not None:
-            outside |= x.data > hi
-        return (g.masked_fill(outside, 0.0),)  # masked, not multiplied: an inf gradient outside gives 0, not NaN
+            inside &= x.data <= hi
+        return (g.masked_fill(~inside, 0.0),)  # masked, not multiplied: an inf gradient outside gives 0, not NaN
 
 
 # --------------------------------------------------------------------------------------
@@ -479,7 +484,9 @@ class relu:
         return np.maximum(x, 0)
 
     def vjp(g, out, x):
-        return (g.masked_fill(~(x.data > 0), 0.0),)  # masked: an inf gradient where x <= 0 gives 0, not NaN
+        # Masked, not multiplied: an inf gradient where x <= 0 gives 0, not NaN. (x <= 0 rather than
+        # not x > 0: a NaN passes its gradient on, as in PyTorch.)
+        return (g.masked_fill(x.data <= 0, 0.0),)
 
 
 @op(method="abs")
@@ -491,7 +498,7 @@ class abs:
         return np.abs(x)
 
     def vjp(g, out, x):
-        return (g * _const(np.sign(x.data), g),)
+        return (g * _const(np.sign(np.where(np.isnan(x.data), 0, x.data)), g),)  # NaN: gradient 0, as PyTorch
 
 
 def _erf_array(x: np.ndarray) -> np.ndarray:
@@ -648,12 +655,16 @@ class var:
     samples = _REDUCE + [sample((3, 5), axis=1, ddof=1)]
 
     def forward(x, *, axis=None, ddof=0, keepdims=False):
+        if x.dtype == np.float32:  # summed in float64: float32's mean of two values near its max would overflow
+            return x.var(axis=axis, ddof=ddof, keepdims=keepdims, dtype=np.float64).astype(np.float32)
         return x.var(axis=axis, ddof=ddof, keepdims=keepdims)
 
     def vjp(g, out, x, *, axis=None, ddof=0, keepdims=False):
         centred = x - x.mean(axis=axis, keepdims=True)
-        dof = _count(x.shape, axis) - ddof  # NumPy and PyTorch divide by max(dof, 0): ddof >= n gives inf/NaN
-        return (_unreduce(g, x.shape, axis, keepdims) * centred * (2.0 / dof if dof > 0 else math.inf),)
+        # ddof >= n: the forward (NumPy's, as PyTorch's) divides by max(n - ddof, 0), giving inf or NaN; the
+        # gradient is PyTorch's, 2 / (n - ddof): inf (NaN where centred is 0) at ddof == n, negative beyond.
+        dof = _count(x.shape, axis) - ddof
+        return (_unreduce(g, x.shape, axis, keepdims) * centred * (2.0 / dof if dof != 0 else math.inf),)
 
 
 def _extreme_vjp(g, out, x, axis, keepdims):
@@ -715,6 +726,8 @@ class logsumexp:
         return lse if keepdims else lse.reshape(np.delete(x.shape, _axes(axis, x.ndim)))
 
     def vjp(g, out, x, *, axis=None, keepdims=False):
+        if x.ndim == 0:  # no axis to take a softmax over: d/dx = exp(x - out), 1 (NaN at inf), 0 at -inf
+            return (g * (x - out).exp().masked_fill(np.isneginf(x.data), 0.0),)
         return (_unreduce(g, x.shape, axis, keepdims) * x.softmax(axis=_axes(axis, x.ndim)),)
 
 
