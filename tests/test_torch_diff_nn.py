@@ -124,7 +124,7 @@ def test_embedding(dtype, seed):
     g = H.upstream_like(out.shape, dtype, seed)
     out.backward(g)
     ref.backward(torch.from_numpy(g.astype(np.float64)))
-    H.assert_agrees(layer.weight.grad, weight.grad, dtype=dtype)  # repeated ids accumulate
+    H.assert_agrees(layer.weight.grad, weight.grad, dtype=dtype, scale=8.0)  # repeated ids accumulate (sums cancel)
     with pytest.raises(IndexError, match="out of range"):
         layer(np.array([5]))
 
