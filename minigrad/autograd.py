@@ -127,11 +127,24 @@ class _OwnedGrads:
 
 
 def _run_hooks(t: Tensor, g: Tensor) -> Tensor:
-    """Pass ``g`` through ``t``'s hooks in order; a hook that returns something replaces it."""
+    """Pass ``g`` through ``t``'s hooks in order; a hook that returns something replaces it.
+
+    A replacement must have ``t``'s shape (else an error naming the hook and the tensor), and
+    is cast to ``t``'s dtype: a gradient always has its tensor's dtype and shape.
+    """
     for hook in list(t._hooks):
         replaced = hook(g)
-        if replaced is not None:
-            g = replaced if isinstance(replaced, Tensor) else Tensor._wrap(np.asarray(replaced))
+        if replaced is None:
+            continue
+        g = replaced if isinstance(replaced, Tensor) else Tensor._wrap(np.asarray(replaced))
+        if g.shape != t.shape:
+            who = f"tensor {t.name!r}" if t.name else "a tensor"
+            made = "a leaf" if t._op is None else f"made by op '{t._op.name}'"
+            raise RuntimeError(f"backward: the hook {getattr(hook, '__qualname__', hook)!r} on {who} ({made}, "
+                               f"shape {t.shape} {t.dtype}) returned a gradient of shape {g.shape}; a hook must "
+                               f"return None or a gradient of the tensor's own shape")
+        if g.dtype != t.dtype:
+            g = g.astype(t.dtype)
     return g
 
 
@@ -230,6 +243,10 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
                         gx = _sum_to(gx, x.shape)
                 if not x.requires_grad:
                     continue
+                if gx.dtype != x.dtype:
+                    # A gradient has its tensor's dtype (PyTorch's rule): a float32 weight met by float64
+                    # data gets a float32 gradient, not a float64 one that would upcast it at the update.
+                    gx = gx.astype(x.dtype)
                 grads[id(x)] = gx if id(x) not in grads else grads[id(x)] + gx
             if not retain_graph:
                 _free(t)

@@ -49,9 +49,10 @@ class linear:
         return kernels.linear(x, weight, *bias)  # = x @ weight.T + bias
 
     def vjp(g, out, x, weight, *bias):
-        g_rows = g.reshape(-1, g.shape[-1])  # (N, out)
+        n = math.prod(x.shape[:-1])  # (spelled out: reshape cannot infer -1 when a size is 0)
+        g_rows = g.reshape(n, g.shape[-1])  # (N, out)
         grad_x = g @ weight  # (..., in)
-        grad_weight = g_rows.T @ x.reshape(-1, x.shape[-1])  # (out, in)
+        grad_weight = g_rows.T @ x.reshape(n, x.shape[-1])  # (out, in)
         if not bias:
             return grad_x, grad_weight
         return grad_x, grad_weight, g_rows.sum(axis=0)  # (out,)

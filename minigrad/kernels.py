@@ -214,7 +214,9 @@ def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None) ->
 
 def _softmax_plain(x, axis=-1):
     m = x.max(axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0)  # a row of all -inf: shift by 0, not by -inf (NaN)
+    # A row of all -inf: shift by 0, not by -inf (NaN). A row holding +inf keeps it as its shift, so its
+    # finite entries get exactly 0 (and the +inf one NaN, as in PyTorch), rather than overflowing exp.
+    m = np.where(np.isneginf(m) | np.isnan(m), 0, m)
     e = np.exp(x - m)
     total = e.sum(axis=axis, keepdims=True)
     return e / np.where(total == 0, 1, total)  # an all -inf row: 0 / 1 = 0 weights
@@ -223,7 +225,7 @@ def _softmax_plain(x, axis=-1):
 def _stable_max(x: np.ndarray, axis) -> np.ndarray:
     """max over axis (kept), a row of all -inf given 0. ``fmax`` skips NaN, and is a fifth faster than max."""
     m = np.fmax.reduce(x, axis=axis, keepdims=True)
-    return np.where(np.isfinite(m), m, 0).astype(x.dtype, copy=False)
+    return np.where(np.isneginf(m) | np.isnan(m), 0, m).astype(x.dtype, copy=False)
 
 
 def _softmax_in_place(shifted: np.ndarray, axis) -> np.ndarray:

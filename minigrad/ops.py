@@ -71,7 +71,10 @@ def _axes(axis, ndim: int) -> tuple[int, ...]:
     for a in axes:
         if not -ndim <= a < ndim:
             raise ValueError(f"axis {a} is out of bounds for an array of dimension {ndim}")
-    return tuple(sorted(int(a) % ndim for a in axes))
+    positive = tuple(sorted(int(a) % ndim for a in axes))
+    if len(set(positive)) != len(positive):
+        raise ValueError(f"axis {axis} names an axis twice")
+    return positive
 
 
 def _kept_shape(in_shape, axis) -> tuple:
@@ -177,6 +180,8 @@ class pow:
     def vjp(g, out, x, *, exponent):
         if exponent == 0:  # x ** 0 is constant; x ** -1 would make 0 * inf = NaN at x = 0
             return (g * 0.0,)
+        if exponent == 0.5:  # the square root's: 1 / (2 sqrt x), from the output (-inf at -0.0, as sqrt's VJP)
+            return (g * 0.5 / out,)
         return (g * exponent * x ** (exponent - 1),)
 
 
@@ -189,7 +194,12 @@ class pow_tensor:
         return a ** b
 
     def vjp(g, out, a, b):
-        return g * b * a ** (b - 1), g * out * a.log()
+        # As PyTorch: where b == 0 the base's gradient is 0 (not 0 * a**-1, NaN at a = 0), and
+        # where a == 0 and b >= 0 the exponent's gradient is 0 (not 0 * log 0 = NaN).
+        grad_a = (g * (b * a ** (b - 1))).masked_fill(np.broadcast_to(b.data == 0, out.shape), 0.0)
+        zero_base = (a.data == 0) & (b.data >= 0)
+        grad_b = (g * out * a.log()).masked_fill(np.broadcast_to(zero_base, out.shape), 0.0)
+        return grad_a, grad_b
 
 
 @op(method="maximum")
@@ -201,8 +211,10 @@ class maximum:
         return np.maximum(a, b)
 
     def vjp(g, out, a, b):
-        share = (a.data > b.data) + 0.5 * (a.data == b.data)
-        return g * _const(share, g), g * _const(1.0 - share, g)
+        # a's share is 0 where b wins, 1/2 at a tie, else 1 (and the same for b), so a NaN,
+        # which compares False both ways, passes the gradient to both inputs, as in PyTorch.
+        tie = 0.5 * (a.data == b.data)
+        return g * _const(1.0 - (a.data < b.data) - tie, g), g * _const(1.0 - (a.data > b.data) - tie, g)
 
 
 @op(method="minimum")
@@ -214,8 +226,8 @@ class minimum:
         return np.minimum(a, b)
 
     def vjp(g, out, a, b):
-        share = (a.data < b.data) + 0.5 * (a.data == b.data)
-        return g * _const(share, g), g * _const(1.0 - share, g)
+        tie = 0.5 * (a.data == b.data)  # (see maximum)
+        return g * _const(1.0 - (a.data > b.data) - tie, g), g * _const(1.0 - (a.data < b.data) - tie, g)
 
 
 @op()
@@ -246,15 +258,21 @@ class masked_fill:
 
 @op(method="clip")
 class clip:
-    """x limited to [lo, hi]; the gradient is 1 inside (bounds included), 0 outside."""
-    samples = [sample((4, 5), lo=-0.5, hi=0.7)]
+    """x limited to [lo, hi] (either may be None: no bound); the gradient is 1 inside (bounds included), 0 outside."""
+    samples = [sample((4, 5), lo=-0.5, hi=0.7), sample((4, 5), lo=0.0, hi=None), sample((4, 5), lo=None, hi=0.2)]
 
-    def forward(x, *, lo, hi):
+    def forward(x, *, lo=None, hi=None):
+        if lo is None and hi is None:
+            raise ValueError("clip needs at least one of lo and hi")
         return np.clip(x, lo, hi)
 
-    def vjp(g, out, x, *, lo, hi):
-        inside = (x.data >= lo) & (x.data <= hi)
-        return (g * _const(inside, g),)
+    def vjp(g, out, x, *, lo=None, hi=None):
+        inside = np.ones(x.shape, dtype=bool)  # (a NaN is not inside: its gradient is 0, as in PyTorch)
+        if lo is not None:
+            inside &= x.data >= lo
+        if hi is not None:
+            inside &= x.data <= hi
+        return (g.masked_fill(~inside, 0.0),)  # masked, not multiplied: an inf gradient outside gives 0, not NaN
 
 
 # --------------------------------------------------------------------------------------
@@ -312,11 +330,17 @@ class tanh:
 
 @op(method="sigmoid")
 class sigmoid:
-    """1 / (1 + e**-x), computed as (1 + tanh(x/2)) / 2 so no exp can overflow."""
-    samples = [sample((3, 4))]
+    """1 / (1 + e**-x), from e = exp(-|x|): 1 / (1 + e) for x >= 0, e / (1 + e) below.
+
+    exp(-|x|) never overflows, and neither tail cancels: sigmoid(-20) keeps its
+    full relative precision (2.06e-9), so -log(sigmoid(-20)) is 20 in float32.
+    (The tanh form, 0.5 + 0.5 * tanh(x / 2), rounds to 0 below about -17.)
+    """
+    samples = [sample((3, 4)), sample((3, 4), domain=(-30.0, 30.0))]
 
     def forward(x):
-        return 0.5 + 0.5 * np.tanh(0.5 * x)
+        e = np.exp(-np.abs(x))
+        return np.where(x >= 0, 1.0, e) / (1.0 + e)  # NaN in, NaN out (both branches are NaN there)
 
     def vjp(g, out, x):
         return (g * out * (1.0 - out),)
@@ -331,7 +355,9 @@ class relu:
         return np.maximum(x, 0)
 
     def vjp(g, out, x):
-        return (g * _const(x.data > 0, g),)
+        # Masked, not multiplied: an inf gradient where x <= 0 gives 0, not NaN. (x <= 0 rather than
+        # not x > 0: a NaN passes its gradient on, as in PyTorch.)
+        return (g.masked_fill(x.data <= 0, 0.0),)
 
 
 @op(method="abs")
@@ -343,7 +369,7 @@ class abs:
         return np.abs(x)
 
     def vjp(g, out, x):
-        return (g * _const(np.sign(x.data), g),)
+        return (g * _const(np.sign(np.where(np.isnan(x.data), 0, x.data)), g),)  # NaN: gradient 0, as PyTorch
 
 
 @op(method="erf")
@@ -399,7 +425,8 @@ class mean:
         return kernels.mean(x, axis, keepdims)  # = x.mean(axis=axis, keepdims=keepdims)
 
     def vjp(g, out, x, *, axis=None, keepdims=False):
-        return (_unreduce(g, x.shape, axis, keepdims) * (1.0 / _count(x.shape, axis)),)
+        count = _count(x.shape, axis)  # 0 only when x is empty, and then so is its gradient
+        return (_unreduce(g, x.shape, axis, keepdims) * (1.0 / count if count else 0.0),)
 
 
 @op(method="var")
@@ -408,11 +435,16 @@ class var:
     samples = _REDUCE + [sample((3, 5), axis=1, ddof=1)]
 
     def forward(x, *, axis=None, ddof=0, keepdims=False):
+        if x.dtype == np.float32:  # summed in float64: float32's mean of two values near its max would overflow
+            return x.var(axis=axis, ddof=ddof, keepdims=keepdims, dtype=np.float64).astype(np.float32)
         return x.var(axis=axis, ddof=ddof, keepdims=keepdims)
 
     def vjp(g, out, x, *, axis=None, ddof=0, keepdims=False):
         centred = x - x.mean(axis=axis, keepdims=True)
-        return (_unreduce(g, x.shape, axis, keepdims) * centred * (2.0 / (_count(x.shape, axis) - ddof)),)
+        # ddof >= n: the forward (NumPy's, as PyTorch's) divides by max(n - ddof, 0), giving inf or NaN; the
+        # gradient is PyTorch's, 2 / (n - ddof): inf (NaN where centred is 0) at ddof == n, negative beyond.
+        dof = _count(x.shape, axis) - ddof
+        return (_unreduce(g, x.shape, axis, keepdims) * centred * (2.0 / dof if dof != 0 else math.inf),)
 
 
 def _extreme_vjp(g, out, x, axis, keepdims):
@@ -450,7 +482,7 @@ class min:
 def _stable_max(x: np.ndarray, axis) -> np.ndarray:
     """x's max over ``axis`` (kept) to shift exp by; 0 for a row that is all -inf, so x - max stays finite."""
     m = x.max(axis=axis, keepdims=True)
-    return np.where(np.isfinite(m), m, 0).astype(x.dtype, copy=False)
+    return np.where(np.isneginf(m) | np.isnan(m), 0, m).astype(x.dtype, copy=False)  # (+inf stays: see softmax)
 
 
 @op(method="logsumexp")
@@ -459,12 +491,18 @@ class logsumexp:
     samples = _REDUCE + [sample((3, 4), axis=1, keepdims=True)]
 
     def forward(x, *, axis=None, keepdims=False):
+        if x.size == 0:  # no max to shift by; the log of an empty sum is -inf (as PyTorch)
+            kept = np.sum(x, axis=axis, keepdims=True).shape  # (which also checks the axis)
+            lse = np.full(kept, -np.inf, dtype=x.dtype if x.dtype.kind == "f" else np.float64)
+            return lse if keepdims else lse.reshape(np.delete(x.shape, _axes(axis, x.ndim)))
         m = _stable_max(x, axis)
         with np.errstate(divide="ignore"):  # log(0) = -inf for a row that is all -inf
             lse = np.log(np.exp(x - m).sum(axis=axis, keepdims=True)) + m
         return lse if keepdims else lse.reshape(np.delete(x.shape, _axes(axis, x.ndim)))
 
     def vjp(g, out, x, *, axis=None, keepdims=False):
+        if x.ndim == 0:  # no axis to take a softmax over: d/dx = exp(x - out), 1 (NaN at inf), 0 at -inf
+            return (g * (x - out).exp().masked_fill(np.isneginf(x.data), 0.0),)
         return (_unreduce(g, x.shape, axis, keepdims) * x.softmax(axis=_axes(axis, x.ndim)),)
 
 
@@ -479,6 +517,9 @@ class softmax:
                sample(np.array([[0.3, -np.inf, 1.2], [-np.inf, -np.inf, -np.inf]]))]
 
     def forward(x, *, axis=-1):
+        if x.size == 0:  # nothing to normalise (and no max to shift by)
+            np.sum(x, axis=axis)  # checks the axis
+            return x.astype(np.result_type(x, np.float32))
         return kernels.softmax(x, axis)  # = exp(x - m) / sum(exp(x - m)), m = x.max(axis) (0 for all -inf)
 
     def vjp(g, out, x, *, axis=-1):
@@ -492,6 +533,9 @@ class log_softmax:
     samples = [sample((3, 5)), sample((2, 3, 4), axis=1), sample((3, 4), axis=0)]
 
     def forward(x, *, axis=-1):
+        if x.size == 0:  # nothing to normalise (and no max to shift by)
+            np.sum(x, axis=axis)  # checks the axis
+            return x.astype(np.result_type(x, np.float32))
         shifted = x - _stable_max(x, axis)
         total = np.exp(shifted).sum(axis=axis, keepdims=True)
         # A row that is all -inf stays -inf (log 1 = 0 is subtracted), instead of -inf - -inf = NaN.
@@ -513,6 +557,17 @@ class matmul:
                sample((4,), (4, 5)), sample((3, 4), (4,)), sample((4,), (4,)), sample((2, 3, 4), (4,))]
 
     def forward(a, b):
+        if a.ndim == 0 or b.ndim == 0:
+            raise ValueError("both operands need at least one axis (use * to multiply by a scalar)")
+        inner = b.shape[-2] if b.ndim >= 2 else b.shape[0]
+        if a.shape[-1] != inner:
+            raise ValueError(f"the inner sizes differ: a's last axis has {a.shape[-1]}, b's "
+                             f"{'second-to-last' if b.ndim >= 2 else 'only'} axis has {inner}")
+        if a.ndim > 2 and b.ndim > 2:
+            try:
+                np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+            except ValueError:
+                raise ValueError(f"the batch axes {a.shape[:-2]} and {b.shape[:-2]} do not broadcast") from None
         return kernels.matmul(a, b)  # = a @ b
 
     def vjp(g, out, a, b):
@@ -528,7 +583,8 @@ class matmul:
         if b2.ndim == 2 and a2.ndim > 2:
             # A weight matrix shared across the batch: fold the batch into the rows, so its
             # gradient is one (K, N) product rather than a (B, K, N) stack summed afterwards.
-            gb = a2.reshape(-1, a2.shape[-1]).T @ g2.reshape(-1, g2.shape[-1])
+            n = math.prod(a2.shape[:-1])  # (spelled out: reshape cannot infer -1 for a zero-size K or M)
+            gb = a2.reshape(n, a2.shape[-1]).T @ g2.reshape(n, g2.shape[-1])
         else:
             gb = a2.swapaxes(-1, -2) @ g2
         if a.ndim == 1:

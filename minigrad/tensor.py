@@ -31,6 +31,10 @@ class OpError(ValueError):
     """Bad input to an op: the message names the op, the shapes and the dtypes."""
 
 
+class NumpyOnTensorError(TypeError):
+    """A NumPy function given a Tensor where it would lose the gradient; the message names the Tensor method."""
+
+
 # --------------------------------------------------------------------------------------
 # Tensor
 # --------------------------------------------------------------------------------------
@@ -55,7 +59,6 @@ class Tensor:
 
     __slots__ = ("data", "grad", "requires_grad", "name", "_op", "_inputs", "_params", "_saved", "_scope",
                  "_hooks", "_retains_grad", "_trace", "_record", "_vjp_depth", "__weakref__")
-    __array_ufunc__ = None  # `ndarray + Tensor` defers to Tensor.__radd__ instead of looping in NumPy
 
     def __init__(self, data, requires_grad: bool = False, dtype=None, name: str | None = None):
         self.data = _to_array(data, dtype)
@@ -140,6 +143,18 @@ class Tensor:
     def item(self) -> float:
         return self.data.item()
 
+    def __float__(self) -> float:
+        return float(self._scalar("float"))
+
+    def __int__(self) -> int:
+        return int(self._scalar("int"))
+
+    def _scalar(self, who: str):
+        if self.size != 1:
+            raise TypeError(f"{who}(): only a one-element tensor converts to a Python number; this one has shape "
+                            f"{self.shape} (reduce it first, e.g. t.sum(), or index one element)")
+        return self.data.item()
+
     def numpy(self) -> np.ndarray:
         return self.data
 
@@ -148,6 +163,23 @@ class Tensor:
 
     def __array__(self, dtype=None, copy=None):
         return self.data if dtype is None else self.data.astype(dtype)
+
+    # --- NumPy meeting a Tensor --------------------------------------------------------------
+    # NumPy's operators work and give Tensors (`ndarray + t` is t.__radd__). NumPy *functions*
+    # would silently drop the gradient, so those with a Tensor method say to use it, and the
+    # others see the plain array only when no gradient is at stake.
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method == "__call__" and not kwargs and len(inputs) == 2 and ufunc in _NUMPY_OPERATORS:
+            forward, reflected = _NUMPY_OPERATORS[ufunc]
+            a, b = inputs
+            return getattr(a, forward)(b) if isinstance(a, Tensor) else getattr(b, reflected)(a)
+        return _numpy_function(f"np.{ufunc.__name__}", ufunc.__name__, inputs, kwargs,
+                               lambda args, kw: getattr(ufunc, method)(*args, **kw))
+
+    def __array_function__(self, func, types, args, kwargs):
+        return _numpy_function(f"np.{func.__name__}", func.__name__, args, kwargs,
+                               lambda args, kw: func(*args, **kw))
 
     def __repr__(self) -> str:
         body = np.array2string(self.data, separator=", ", precision=4, prefix="Tensor(")
@@ -287,6 +319,41 @@ def _data(x):
     return x.data if isinstance(x, Tensor) else x
 
 
+# NumPy ufuncs that Python operators reach from the ndarray side (`ndarray < t`): (method, reflected method).
+_NUMPY_OPERATORS = {
+    np.add: ("__add__", "__radd__"), np.subtract: ("__sub__", "__rsub__"), np.multiply: ("__mul__", "__rmul__"),
+    np.true_divide: ("__truediv__", "__rtruediv__"), np.matmul: ("__matmul__", "__rmatmul__"),
+    np.power: ("__pow__", "__rpow__"), np.equal: ("__eq__", "__eq__"), np.not_equal: ("__ne__", "__ne__"),
+    np.less: ("__lt__", "__gt__"), np.less_equal: ("__le__", "__ge__"), np.greater: ("__gt__", "__lt__"),
+    np.greater_equal: ("__ge__", "__le__"),
+}
+# NumPy names whose Tensor method has another name.
+_METHOD_FOR = {"amax": "max", "amin": "min", "absolute": "abs", "negative": "__neg__ (-t)", "true_divide": "div",
+               "concatenate": "mg.concatenate", "stack": "mg.stack", "where": "mg.where", "maximum": "mg.maximum",
+               "minimum": "mg.minimum", "einsum": "mg.einsum", "split": "split"}
+
+
+def _numpy_function(shown: str, name: str, args, kwargs, call):
+    """A NumPy function given Tensors: a hint to the Tensor method if there is one; else run it on the arrays."""
+    method = _METHOD_FOR.get(name, name if callable(getattr(Tensor, name, None)) else None)
+    if method is not None:
+        spelled = method if method.startswith(("mg.", "__")) else f"t.{method}(...)"
+        raise NumpyOnTensorError(f"{shown}() was given a minigrad Tensor; use {spelled} instead, which records the "
+                        f"gradient (or {shown}(t.numpy()) for a plain NumPy result)")
+
+    def plain(x):
+        if isinstance(x, Tensor):
+            if x.requires_grad:
+                raise NumpyOnTensorError(f"{shown}() was given a Tensor that requires grad; NumPy cannot record its "
+                                f"gradient. Use Tensor ops, or {shown}(t.detach().numpy()) for a plain result")
+            return x.data
+        if isinstance(x, list | tuple):
+            return type(x)(plain(v) for v in x)
+        return x
+
+    return call(plain(list(args)), {k: plain(v) for k, v in kwargs.items()})
+
+
 def _check_axis(name: str, t: Tensor, axis: int, ndim: int | None = None) -> int:
     """``axis`` as a positive index below ``ndim`` (default ``t.ndim``); an OpError if out of range.
 
@@ -365,6 +432,11 @@ def apply(op, *inputs, **params) -> Tensor:
     try:
         out = op.forward(*[t.data for t in tensors], **params)
     except (ValueError, IndexError, TypeError) as err:
+        renamed = {new: params[old] for old, new in (("dim", "axis"), ("keepdim", "keepdims")) if old in params}
+        if renamed:  # PyTorch's spelling: say NumPy's
+            spelled = ", ".join(f"{name}={value!r}" for name, value in renamed.items())
+            raise OpError(f"{op.name}: minigrad takes NumPy's argument names, axis= and keepdims= (not PyTorch's "
+                          f"dim= and keepdim=): x.{op.name}({spelled}) ({_describe(tensors, params)})") from None
         raise OpError(f"{op.name}: {err} ({_describe(tensors, params)})") from None
     saved = None
     if type(out) is tuple:  # (output, saved): the forward kept something for its VJP

@@ -14,7 +14,7 @@ import linecache
 
 import numpy as np
 
-from .tensor import Tensor
+from .tensor import NumpyOnTensorError, Tensor
 
 
 class VJPError(RuntimeError):
@@ -27,7 +27,7 @@ def vjp_failure(t: Tensor, err: Exception) -> Exception:
     NumPy called on a Tensor becomes a VJPError saying to use table ops; any
     other error is returned as it is, with a note naming the op (Python 3.11+).
     """
-    if isinstance(err, TypeError) and "__array_ufunc__" in str(err):  # (Tensor sets __array_ufunc__ = None)
+    if isinstance(err, NumpyOnTensorError):
         return VJPError(f"backward: the VJP of op '{t._op.name}' called a NumPy function on a Tensor"
                         f"{_vjp_line(t, err)}. A VJP may use only Tensor ops (the ops in the table), so that "
                         f"backward is itself differentiable: for example x.cos(), after adding a 'cos' op if "

@@ -198,7 +198,7 @@ def test_unregister_removes_the_op_and_its_method(scratch_ops):
     ("sum", "(self, axis=None, keepdims=False) -> 'Tensor'"),
     ("softmax", "(self, axis=-1) -> 'Tensor'"),
     ("exp", "(self) -> 'Tensor'"),
-    ("clip", "(self, lo, hi) -> 'Tensor'"),
+    ("clip", "(self, lo=None, hi=None) -> 'Tensor'"),
     ("masked_fill", "(self, mask, value) -> 'Tensor'"),
     ("var", "(self, axis=None, ddof=0, keepdims=False) -> 'Tensor'"),
 ])

@@ -139,7 +139,7 @@ def test_an_optimizer_never_sees_buffers():
     m = Slopes()
     slopes = m.slopes.data.copy()
     opt = optim.SGD(m.parameters(), lr=0.1)
-    m(mg.tensor(np.ones((2, 3)))).sum().backward()
+    m(mg.tensor(np.ones((2, 3), np.float32))).sum().backward()
     opt.step()
     np.testing.assert_array_equal(m.slopes.data, slopes)
 

@@ -198,7 +198,7 @@ def test_repr_is_a_tree_with_parameter_counts():
 
 
 def test_call_runs_forward_inside_module_scope():
-    inner = nn.Linear(2, 2)
+    inner = nn.Linear(2, 2).double()  # the float64 input needs float64 weights (layers never convert)
     outer = nn.Sequential(inner)
     y = outer(randn(1, 2, requires_grad=True))
     assert [call.module for call in y._scope] == [outer, inner]  # outermost first, for viz clusters

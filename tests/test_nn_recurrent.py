@@ -125,7 +125,7 @@ def test_dropout_between_layers_only_while_training():
 
 
 def test_errors_name_the_layer_and_shapes():
-    cell = nn.LSTMCell(3, 4)
+    cell = nn.LSTMCell(3, 4).double()
     with pytest.raises(ValueError, match=r"LSTMCell\(3, 4, bias=True\).*\(2, 5\).*3 features"):
         cell(randn(2, 5))
     with pytest.raises(ValueError, match=r"LSTMCell.*\(B, hidden_size\) = \(2, 4\), got \(2, 3\)"):
@@ -133,7 +133,7 @@ def test_errors_name_the_layer_and_shapes():
     with pytest.raises(ValueError, match=r"RNN\(3, 4, batch_first=True\): the input must be \(B, T, input_size\)"):
         nn.RNN(3, 4)(randn(2, 3))
     with pytest.raises(ValueError, match=r"GRU.*\(num_layers, B, hidden_size\) = \(1, 2, 4\), got \(2, 4\)"):
-        nn.GRU(3, 4)(randn(2, 5, 3), randn(2, 4))
+        nn.GRU(3, 4).double()(randn(2, 5, 3), randn(2, 4))
     with pytest.raises(ValueError, match="nonlinearity"):
         nn.RNNCell(3, 4, nonlinearity="sigmoid")
 

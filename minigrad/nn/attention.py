@@ -41,7 +41,7 @@ import numpy as np
 from ..functions import cat
 from ..tensor import Tensor
 from . import functional as F
-from .layers import Linear, check_features, describe
+from .layers import Linear, check_features, check_input, describe
 from .module import Module
 from .positional import RotaryEmbedding
 
@@ -170,6 +170,9 @@ class MultiHeadAttention(Module):
         return t.reshape(B, T, n, self.head_dim).transpose(0, 2, 1, 3)
 
     def _check_inputs(self, x: Tensor, memory: Tensor | None) -> None:
+        check_input(self, x, "x", dtype=False)
+        if memory is not None:
+            check_input(self, memory, "memory", dtype=False)
         if x.ndim != 3:
             raise ValueError(f"{describe(self)}: x must be (B, T, {self.d_model}), got shape {x.shape}")
         check_features(self, x, self.d_model, "x")

@@ -54,8 +54,14 @@ def tanh(input: Tensor) -> Tensor:
 
 
 def silu(input: Tensor) -> Tensor:
-    """x * sigmoid(x) (also called swish): the gate of SwiGLU."""
-    return input * input.sigmoid()
+    """x * sigmoid(x) (also called swish): the gate of SwiGLU.
+
+    The sigmoid's input is clipped to [-800, 40], where sigmoid is already exactly
+    0 and 1 in float32 and float64, so the value is unchanged; but beyond those
+    bounds the clip stops the gradient that flows through the sigmoid, which for
+    huge |x| is x * g (overflowing to inf) times sigmoid' (0): NaN otherwise.
+    """
+    return input * input.clip(-800.0, 40.0).sigmoid()
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:

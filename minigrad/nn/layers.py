@@ -25,11 +25,35 @@ def describe(layer: Module) -> str:
     return f"{type(layer).__name__}({layer.extra_repr()})"
 
 
+def check_input(layer: Module, x, name: str = "input", dtype: bool = True) -> None:
+    """Raise a TypeError naming ``layer`` unless ``x`` is a Tensor of the dtype of the layer's parameters.
+
+    The dtype rule (PyTorch's): a layer never converts its input. A float64 batch
+    reaching float32 weights would otherwise turn the whole model's activations
+    (and, through the matmul's promotion, its computation) into float64, silently
+    and at twice the cost; so it is an error that says which conversion to make.
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{describe(layer)}: the {name} must be a minigrad Tensor, got {type(x).__name__}; "
+                        f"make one with mg.tensor(...) (Python numbers become float32)")
+    param = next(layer.parameters(), None) if dtype else None
+    if param is None or x.dtype == param.dtype:
+        return
+    if x.dtype.kind != "f":
+        raise TypeError(f"{describe(layer)}: the {name} has dtype {x.dtype}, but the layer computes in floating "
+                        f"point ({param.dtype}); convert it with x.astype(np.{param.dtype})")
+    raise TypeError(f"{describe(layer)}: the {name} is {x.dtype} but the layer's parameters are {param.dtype}; "
+                    f"layers do not convert their input (as in PyTorch). Convert the input with "
+                    f"x.astype(np.{param.dtype}), or the model with model.to(np.{x.dtype})")
+
+
 def check_features(layer: Module, x: Tensor, expected: int, name: str = "input") -> None:
-    """Raise a ValueError naming ``layer`` unless ``x``'s last axis has ``expected`` features."""
+    """Raise a ValueError naming ``layer`` unless ``x``'s last axis has ``expected`` features (and ``check_input``)."""
+    check_input(layer, x, name, dtype=False)
     if x.ndim == 0 or x.shape[-1] != expected:
         raise ValueError(f"{describe(layer)}: the {name} has shape {x.shape}, but its last axis should have "
                          f"{expected} features")
+    check_input(layer, x, name)
 
 
 class Linear(Module):
@@ -119,6 +143,7 @@ class Dropout(Module):
         self.p, self.rng = F.check_probability(p, "Dropout"), rng
 
     def forward(self, x: Tensor) -> Tensor:
+        check_input(self, x)
         return F.dropout(x, self.p, self.training, self.rng)
 
     def extra_repr(self) -> str:
@@ -136,6 +161,7 @@ class ReLU(Module):
     """max(x, 0)."""
 
     def forward(self, x: Tensor) -> Tensor:
+        check_input(self, x)
         return F.relu(x)
 
 
@@ -147,6 +173,7 @@ class GELU(Module):
         self.approximate = check_approximate(approximate, "GELU")
 
     def forward(self, x: Tensor) -> Tensor:
+        check_input(self, x)
         return F.gelu(x, self.approximate)
 
     def extra_repr(self) -> str:
@@ -157,6 +184,7 @@ class SiLU(Module):
     """x * sigmoid(x)."""
 
     def forward(self, x: Tensor) -> Tensor:
+        check_input(self, x)
         return F.silu(x)
 
 
@@ -164,6 +192,7 @@ class Tanh(Module):
     """Hyperbolic tangent."""
 
     def forward(self, x: Tensor) -> Tensor:
+        check_input(self, x)
         return F.tanh(x)
 
 
@@ -171,4 +200,5 @@ class Sigmoid(Module):
     """1 / (1 + exp(-x))."""
 
     def forward(self, x: Tensor) -> Tensor:
+        check_input(self, x)
         return F.sigmoid(x)

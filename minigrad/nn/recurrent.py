@@ -23,7 +23,7 @@ from ..functions import stack
 from ..tensor import Tensor
 from . import functional as F
 from . import init
-from .layers import check_features, describe
+from .layers import check_features, check_input, describe
 from .module import Module, ModuleList, Parameter
 
 
@@ -47,6 +47,7 @@ class _Cell(Module):
         self.bias_hh = uniform(rows) if bias else None
 
     def _check(self, x: Tensor, *states) -> None:
+        check_input(self, x, dtype=False)
         if x.ndim != 2:
             raise ValueError(f"{describe(self)}: the input must be (B, {self.input_size}), got shape {x.shape}")
         check_features(self, x, self.input_size)
@@ -151,6 +152,7 @@ class _Recurrent(Module):
 
     def forward(self, input: Tensor, hx=None):
         """Run over the sequence; returns (outputs (B, T, hidden_size), final state (num_layers, B, hidden_size))."""
+        check_input(self, input, dtype=False)
         x = input if self.batch_first else input.transpose(1, 0, 2)  # (B, T, input_size)
         if x.ndim != 3 or x.shape[1] == 0:
             layout = "(B, T, input_size)" if self.batch_first else "(T, B, input_size)"

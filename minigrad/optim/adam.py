@@ -77,7 +77,7 @@ class Adam(Optimizer):
 
                 # In place, through one scratch array: the update is a dozen passes over
                 # every parameter, and fresh temporaries would make each one a trip to memory.
-                scratch = np.subtract(g, m)
+                scratch = np.subtract(g, m, out=np.empty_like(m))  # (out=: a 0-d parameter's would be a scalar)
                 # m = beta1*m + (1-beta1)*g, written as PyTorch's lerp: m + (1-beta1)*(g-m).
                 scratch *= 1 - beta1
                 m += scratch

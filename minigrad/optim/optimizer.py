@@ -33,6 +33,9 @@ class Optimizer:
         self.defaults = dict(defaults)
         self.param_groups: list[dict] = []
         self.state: dict[Tensor, dict] = {}  # Tensors hash by identity, so each parameter is its own key
+        if callable(getattr(params, "parameters", None)) and not isinstance(params, list | tuple | dict):
+            raise TypeError(f"{type(self).__name__}: got the module {type(params).__name__} itself; pass its "
+                            f"parameters: {type(self).__name__}(model.parameters(), ...)")
         if isinstance(params, Tensor):
             raise TypeError(f"{type(self).__name__}: params must be an iterable of Tensors or of dicts "
                             f"(parameter groups), got a single Tensor of shape {params.shape}; "

@@ -1,0 +1,16 @@
+"""Shared pytest set-up: hypothesis profiles.
+
+``fast`` (the default) keeps ``make test`` quick; ``MINIGRAD_HYPOTHESIS_PROFILE=ci``
+runs many more examples of every property test (the differential tests against
+PyTorch included). Tests that set their own ``max_examples`` keep it.
+"""
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("fast", max_examples=8, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("ci", max_examples=300, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("MINIGRAD_HYPOTHESIS_PROFILE", "fast"))
