@@ -39,11 +39,12 @@ _FREED = ("backward: this graph was already freed by an earlier backward(). Call
           "the first time if you need to backward through it again.")
 
 
-def toposort(roots, constants: bool = False) -> list[Tensor]:
+def toposort(roots, constants: bool = False, inputs_of=None) -> list[Tensor]:
     """The graph's tensors, each after all of its inputs (iterative depth-first search).
 
     Backward needs only the tensors that require grad; ``constants=True`` also
-    lists inputs that do not (data, masks), as ``viz`` draws them.
+    lists inputs that do not (data, masks). ``inputs_of(node)``, when given,
+    says what to visit before a node instead (``viz`` walks freed nodes' records so).
     """
     order, visited = [], set()
     for root in roots:
@@ -57,13 +58,18 @@ def toposort(roots, constants: bool = False) -> list[Tensor]:
                 continue
             visited.add(id(t))
             stack.append((t, True))
-            if t._op is not None:
-                if t._inputs is None:
-                    raise RuntimeError(_FREED)
-                # reversed, so the first input is visited (and listed) first
-                stack.extend((x, False) for x in reversed(t._inputs)
-                             if (constants or x.requires_grad) and id(x) not in visited)
+            inputs = _inputs_to_visit(t, constants) if inputs_of is None else inputs_of(t)
+            # reversed, so the first input is visited (and listed) first
+            stack.extend((x, False) for x in reversed(inputs) if id(x) not in visited)
     return order
+
+
+def _inputs_to_visit(t: Tensor, constants: bool) -> tuple:
+    if t._op is None:
+        return ()
+    if t._inputs is None:
+        raise RuntimeError(_FREED)
+    return t._inputs if constants else tuple(x for x in t._inputs if x.requires_grad)
 
 
 def _sum_to(g: Tensor, shape: tuple) -> Tensor:

@@ -175,15 +175,7 @@ class Module:
     def named_parameters(self, prefix: str = "", recurse: bool = True,
                          remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
         """(dotted name, parameter) pairs, e.g. ``blocks.0.attn.q_proj.weight``; a tied weight appears once."""
-        owners = self.named_modules(prefix, remove_duplicate) if recurse else [(prefix, self)]
-        seen = set()
-        for owner_name, owner in owners:
-            for name, param in owner._parameters.items():
-                if remove_duplicate:
-                    if id(param) in seen:
-                        continue
-                    seen.add(id(param))
-                yield (f"{owner_name}.{name}" if owner_name else name), param
+        yield from self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
         """Every learnable weight (each shared weight once): what an optimizer is given."""
@@ -193,17 +185,18 @@ class Module:
     def named_buffers(self, prefix: str = "", recurse: bool = True,
                       remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
         """(dotted name, buffer) pairs, e.g. ``blocks.0.attn.slopes``; persistent or not, ``None`` ones skipped."""
+        yield from self._named_members("_buffers", prefix, recurse, remove_duplicate)
+
+    def _named_members(self, kind: str, prefix: str, recurse: bool, remove_duplicate: bool):
+        """(dotted name, tensor) for each entry of ``kind`` (``_parameters`` or ``_buffers``) in this tree."""
         owners = self.named_modules(prefix, remove_duplicate) if recurse else [(prefix, self)]
         seen = set()
         for owner_name, owner in owners:
-            for name, buffer in owner._buffers.items():
-                if buffer is None:
+            for name, member in getattr(owner, kind).items():
+                if member is None or (remove_duplicate and id(member) in seen):
                     continue
-                if remove_duplicate:
-                    if id(buffer) in seen:
-                        continue
-                    seen.add(id(buffer))
-                yield (f"{owner_name}.{name}" if owner_name else name), buffer
+                seen.add(id(member))
+                yield (f"{owner_name}.{name}" if owner_name else name), member
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
         """Every buffer (each shared one once)."""

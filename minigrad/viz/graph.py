@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..autograd import grad as _grad
+from ..autograd import toposort
 from ..freed import ArrayStub, FreedNode
 from ..tensor import Tensor
 
@@ -140,23 +141,9 @@ def _inputs_of(h) -> tuple:
 def _walk(root: Tensor) -> list:
     """Every tensor (or record) the root was computed from, constants included, each after its inputs.
 
-    The same iterative depth-first order as ``autograd.toposort``, so a graph
-    drawn after backward lists its nodes as the live graph did.
+    ``autograd.toposort``'s order, so a graph drawn after backward lists its nodes as the live graph did.
     """
-    order, visited = [], set()
-    stack = [(root, False)]
-    while stack:
-        h, expanded = stack.pop()
-        if expanded:
-            order.append(h)
-            continue
-        if id(h) in visited:
-            continue
-        visited.add(id(h))
-        stack.append((h, True))
-        inputs = [_handle(x) for x in _inputs_of(h)]
-        stack.extend((x, False) for x in reversed(inputs) if id(x) not in visited)  # first input listed first
-    return order
+    return toposort([root], inputs_of=lambda h: [_handle(x) for x in _inputs_of(h)])
 
 
 def _node(i: int, h, kind: str, name: str | None) -> Node:
