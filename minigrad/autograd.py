@@ -29,7 +29,7 @@ import contextlib
 
 import numpy as np
 
-from .anomaly import check_backward
+from .anomaly import AnomalyError, check_backward, detect_anomaly  # noqa: F401  (AnomalyError, detect_anomaly: their old home)
 from .freed import record_of
 from .modes import set_grad_enabled, state
 from .tensor import OpError, Tensor
