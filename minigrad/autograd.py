@@ -58,18 +58,15 @@ def toposort(roots, constants: bool = False, inputs_of=None) -> list[Tensor]:
                 continue
             visited.add(id(t))
             stack.append((t, True))
-            inputs = _inputs_to_visit(t, constants) if inputs_of is None else inputs_of(t)
-            # reversed, so the first input is visited (and listed) first
-            stack.extend((x, False) for x in reversed(inputs) if id(x) not in visited)
+            if inputs_of is not None:
+                stack.extend((x, False) for x in reversed(inputs_of(t)) if id(x) not in visited)
+            elif t._op is not None:
+                if t._inputs is None:
+                    raise RuntimeError(_FREED)
+                # reversed, so the first input is visited (and listed) first
+                stack.extend((x, False) for x in reversed(t._inputs)
+                             if (constants or x.requires_grad) and id(x) not in visited)
     return order
-
-
-def _inputs_to_visit(t: Tensor, constants: bool) -> tuple:
-    if t._op is None:
-        return ()
-    if t._inputs is None:
-        raise RuntimeError(_FREED)
-    return t._inputs if constants else tuple(x for x in t._inputs if x.requires_grad)
 
 
 def _sum_to(g: Tensor, shape: tuple) -> Tensor:
