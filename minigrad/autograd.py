@@ -246,7 +246,7 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
                         gx = _sum_to(gx, x.shape)
                 if not x.requires_grad:
                     continue
-                if gx.dtype != x.dtype:
+                if gx.data.dtype != x.data.dtype:
                     # A gradient has its tensor's dtype (PyTorch's rule): a float32 weight met by float64
                     # data gets a float32 gradient, not a float64 one that would upcast it at the update.
                     gx = gx.astype(x.dtype)

@@ -427,7 +427,7 @@ def apply(op, *inputs, **params) -> Tensor:
         if not isinstance(x, Tensor):  # a number or array among the inputs: make them all Tensors
             tensors = _as_inputs(inputs)
             break
-    if _state.composite and op.composite is not None:
+    if op.composite is not None and _state.composite:  # (core ops have no composite: no mode lookup)
         return op.composite(*tensors, **params)
     try:
         out = op.forward(*[t.data for t in tensors], **params)
