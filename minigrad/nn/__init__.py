@@ -13,8 +13,8 @@
 | ``recurrent.py``   | RNNCell, LSTMCell, GRUCell and the RNN, LSTM, GRU layers |
 | ``checks.py``      | ``gradcheck(module, *inputs)``: a layer's parameters and inputs, in float64 |
 
-No layer has backward code: every gradient comes from the op table in
-``minigrad/ops.py``, and the tests gradcheck every layer against finite
+No layer has backward code: every gradient comes from the op table (core ops in
+``minigrad/ops.py``, fused ones in ``minigrad/fused.py``), and the tests gradcheck every layer against finite
 differences with ``nn.gradcheck``, which a layer of your own can use too.
 """
 
