@@ -124,10 +124,13 @@ def same_error(fast, plain, *args, **kwargs):
     return a, b
 
 
-def magnitude(x, axis=-1):
-    """The size of the numbers a reduction of x adds up: sum of |x| over the axis (finite entries)."""
-    finite = np.where(np.isfinite(x), np.abs(x.astype(np.float64)), 0)
-    return finite.sum(axis=axis, keepdims=True) if x.ndim else finite
+def fast_plain_reference(name, *args):
+    """Kernel ``name`` run fast and plain (both must fail alike, then None), and its plain form in float64."""
+    pair = same_error(KERNELS[name].fast, KERNELS[name].plain, *args)
+    if pair is None:
+        return None
+    with np.errstate(all="ignore"):
+        return (*pair, reference(KERNELS[name].plain, *args))
 
 
 TESTED = set()
@@ -243,12 +246,11 @@ def _product_scale(a, b):
 @given(operands=matmul_operands())
 def test_matmul(operands):
     a, b = operands
-    pair = same_error(KERNELS["matmul"].fast, KERNELS["matmul"].plain, a, b)
-    if pair is None:
+    results = fast_plain_reference("matmul", a, b)
+    if results is None:
         return
-    got, plain = pair
-    with np.errstate(all="ignore"):
-        expected = reference(KERNELS["matmul"].plain, a, b).astype(a.dtype)
+    got, plain, expected = results
+    expected = expected.astype(a.dtype)
     # Both sides run BLAS (or NumPy's loops) on the same numbers: an inf meeting a 0 is NaN in each.
     np.testing.assert_array_equal(np.isnan(got), np.isnan(plain))
     finite = np.isfinite(got) & np.isfinite(expected)
@@ -283,12 +285,11 @@ def test_linear(data, lead, n_in, n_out, with_bias):
 @given(data=st.data(), x=arrays())
 def test_softmax(data, x):
     axis = data.draw(st.sampled_from([-1, 0, x.ndim - 1, x.ndim, -x.ndim - 1] if x.ndim else [-1, 0]))
-    pair = same_error(KERNELS["softmax"].fast, KERNELS["softmax"].plain, x, axis)
-    if pair is None:
+    results = fast_plain_reference("softmax", x, axis)
+    if results is None:
         return
-    got, plain = pair
-    with np.errstate(all="ignore"):
-        expected = reference(KERNELS["softmax"].plain, x, axis).astype(x.dtype)
+    got, plain, expected = results
+    expected = expected.astype(x.dtype)
     assert_close(got, expected, x.dtype, scale=1.0, ulps=64, like=plain)  # weights in [0, 1]: absolute tolerance
 
 
@@ -412,11 +413,11 @@ def scatter_inputs(draw):
 @given(inputs=scatter_inputs())
 def test_scatter_add(inputs):
     g, index, shape = inputs
-    pair = same_error(KERNELS["scatter_add"].fast, KERNELS["scatter_add"].plain, g, index, shape)
-    if pair is None:
+    results = fast_plain_reference("scatter_add", g, index, shape)
+    if results is None:
         return
-    got, _ = pair
-    expected = reference(KERNELS["scatter_add"].plain, g, index, shape).astype(g.dtype)
+    got, _, expected = results
+    expected = expected.astype(g.dtype)
     assert_close(got, expected, g.dtype, scale=np.abs(g.astype(np.float64)).sum(), ulps=16)
 
 

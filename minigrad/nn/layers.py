@@ -26,17 +26,35 @@ def describe(layer: Module) -> str:
 
 
 def check_input(layer: Module, x, name: str = "input", dtype: bool = True) -> None:
-    """Raise a TypeError naming ``layer`` unless ``x`` is a Tensor of the dtype of the layer's parameters.
+    """Raise a TypeError naming ``layer`` unless ``x`` is a Tensor (of the dtype of the layer's parameters).
 
     The dtype rule (PyTorch's): a layer never converts its input. A float64 batch
     reaching float32 weights would otherwise turn the whole model's activations
     (and, through the matmul's promotion, its computation) into float64, silently
     and at twice the cost; so it is an error that says which conversion to make.
     """
+    _check_tensor(layer, x, name)
+    if dtype:
+        _check_dtype(layer, x, name)
+
+
+def check_features(layer: Module, x: Tensor, expected: int, name: str = "input") -> None:
+    """Raise a ValueError naming ``layer`` unless ``x``'s last axis has ``expected`` features (and ``check_input``)."""
+    _check_tensor(layer, x, name)
+    if x.ndim == 0 or x.shape[-1] != expected:
+        raise ValueError(f"{describe(layer)}: the {name} has shape {x.shape}, but its last axis should have "
+                         f"{expected} features")
+    _check_dtype(layer, x, name)
+
+
+def _check_tensor(layer: Module, x, name: str) -> None:
     if not isinstance(x, Tensor):
         raise TypeError(f"{describe(layer)}: the {name} must be a minigrad Tensor, got {type(x).__name__}; "
                         f"make one with mg.tensor(...) (Python numbers become float32)")
-    param = next(layer.parameters(), None) if dtype else None
+
+
+def _check_dtype(layer: Module, x: Tensor, name: str) -> None:
+    param = next(layer.parameters(), None)
     if param is None or x.dtype == param.dtype:
         return
     if x.dtype.kind != "f":
@@ -45,15 +63,6 @@ def check_input(layer: Module, x, name: str = "input", dtype: bool = True) -> No
     raise TypeError(f"{describe(layer)}: the {name} is {x.dtype} but the layer's parameters are {param.dtype}; "
                     f"layers do not convert their input (as in PyTorch). Convert the input with "
                     f"x.astype(np.{param.dtype}), or the model with model.to(np.{x.dtype})")
-
-
-def check_features(layer: Module, x: Tensor, expected: int, name: str = "input") -> None:
-    """Raise a ValueError naming ``layer`` unless ``x``'s last axis has ``expected`` features (and ``check_input``)."""
-    check_input(layer, x, name, dtype=False)
-    if x.ndim == 0 or x.shape[-1] != expected:
-        raise ValueError(f"{describe(layer)}: the {name} has shape {x.shape}, but its last axis should have "
-                         f"{expected} features")
-    check_input(layer, x, name)
 
 
 class Linear(Module):
