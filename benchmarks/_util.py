@@ -62,10 +62,23 @@ def torch_available() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
+def tune_malloc() -> None:
+    """What a training script does (``minigrad.runtime.tune_malloc``), unless MINIGRAD_MALLOC_TUNE=0.
+
+    A checkout older than ``minigrad/runtime.py`` (a ``--baseline``) did it when minigrad was imported.
+    """
+    try:
+        from minigrad.runtime import tune_malloc as tune
+    except ImportError:
+        import minigrad  # noqa: F401  (the older checkouts tune on import)
+        return
+    tune()
+
+
 def worker_env(threads: int, malloc_tune: bool = True, root: str | None = None) -> dict[str, str]:
     """The environment for a measuring subprocess: ours, plus the thread caps.
 
-    minigrad raises glibc's malloc thresholds when imported (minigrad/_memory.py);
+    A minigrad worker raises glibc's malloc thresholds (``tune_malloc``, below);
     ``malloc_tune=False`` opts out, for A/B runs. ``root`` is the checkout whose
     minigrad, models and benchmarks the worker imports (default: this one).
     """

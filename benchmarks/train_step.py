@@ -136,6 +136,7 @@ class MinigradWorker:
     """Holds a minigrad model + AdamW; ``step()`` times one training step, ``census()`` counts its ops."""
 
     def __init__(self, cfg: Config, gelu: str):
+        _util.tune_malloc()
         import minigrad
         from minigrad.optim import AdamW
 
@@ -205,7 +206,7 @@ class OpCensus:
     removed on exit:
 
     * ``numpy``: each op's ``forward`` (ndarrays in, ndarray out): pure NumPy time;
-    * ``apply``: ``tensor.apply``, which wraps every op call: NumPy time plus the
+    * ``apply``: ``registry.apply``, which wraps every op call: NumPy time plus the
       engine's per-op overhead (wrapping inputs, recording the graph);
     * ``vjp``: each op's VJP, including the ops it runs.
 
@@ -254,17 +255,16 @@ class OpCensus:
         import numpy as np
 
         # By module path: the package's own ``minigrad.tensor`` attribute is the tensor() function.
-        # Op.__call__ and the bound methods go through the registry's alias of tensor.apply (older
-        # checkouts, run by --baseline, kept it in minigrad.ops).
+        # Every op call goes through ``apply``: today ``registry.apply``; older checkouts, run by
+        # --baseline, had it in tensor.py, reached through an alias ``_apply`` in registry.py or ops.py.
         has_registry = importlib.util.find_spec("minigrad.registry") is not None
         ops_module = importlib.import_module("minigrad.registry" if has_registry else "minigrad.ops")
         tensor_module = importlib.import_module("minigrad.tensor")
-
+        applies = [(m, name, getattr(m, name)) for m, name in
+                   ((ops_module, "apply"), (ops_module, "_apply"), (tensor_module, "apply")) if hasattr(m, name)]
         self.saved = [(op, "forward", op.forward) for op in self.mg.OPS.values()]
         self.saved += [(op, "vjp", op.vjp) for op in self.mg.OPS.values()]
-        self.saved += [(tensor_module, "apply", tensor_module.apply)]
-        if hasattr(ops_module, "_apply"):  # Op.__call__ goes through this alias of tensor.apply
-            self.saved.append((ops_module, "_apply", ops_module._apply))
+        self.saved += applies
 
         def numpy_clock(op, fn):
             def forward(*arrays, **params):
@@ -291,7 +291,7 @@ class OpCensus:
                     self._add("vjp", op.name, clock() - start)
             return vjp
 
-        plain_apply = tensor_module.apply
+        plain_apply = applies[0][2]  # (all the names hold the same function)
 
         def apply_clock(op, *inputs, **params):
             start = clock()
@@ -304,9 +304,8 @@ class OpCensus:
         for op in self.mg.OPS.values():
             op.forward = numpy_clock(op, op.forward)
             op.vjp = vjp_clock(op, op.vjp)
-        tensor_module.apply = apply_clock
-        if hasattr(ops_module, "_apply"):
-            ops_module._apply = apply_clock
+        for owner, name, _ in applies:
+            setattr(owner, name, apply_clock)
         gc.callbacks.append(self._gc_clock)
         return self
 
@@ -410,7 +409,8 @@ class NumpyWorker:
 
         from .numpy_gpt import NumpyGPT
 
-        model = build_minigrad(cfg, gelu)  # imports minigrad, which tunes malloc here too, as in its own worker
+        _util.tune_malloc()  # as in minigrad's own worker
+        model = build_minigrad(cfg, gelu)
         self.rss_after_import = _util.rss_mb()  # NumPy and minigrad loaded (the minigrad model is small)
         self.np = np
         self.model = NumpyGPT(model.state_dict(), cfg.n_head, gelu=gelu, lr=3e-4, weight_decay=0.01,

@@ -88,7 +88,7 @@ print(f"The same Jacobian against central finite differences (each x_j perturbed
 # ## 2. Which is cheaper?
 #
 # A whole Jacobian costs n pushes forward or m pulls back, after one forward
-# pass. minigrad's forward mode is *double backward* (see minigrad/functional.py):
+# pass. minigrad's forward mode is *double backward* (see minigrad/autograd/functional.py):
 # the backward pass g(u) = J^T u is linear in u, so differentiating it with
 # respect to u pushes a tangent forward. ``mg.jacobian(..., mode="forward")``
 # records that backward pass once and then pushes one unit tangent per column.

@@ -2,40 +2,86 @@
 
 Read the engine in this order (the README gives the line counts):
 
-* ``tensor.py``: the Tensor, and ``apply``, which runs an op and records it;
+* ``tensor.py``: the Tensor, an ndarray plus its place in the graph;
+* ``registry.py``: what an op is, and ``apply``, which runs one and records it;
 * ``ops.py``: the op table; every core primitive's forward, VJP and test samples;
-* ``autograd.py``: backward and ``grad``;
-* ``gradcheck.py``: gradients checked against finite differences;
-* ``functional.py``: ``vjp``, ``jvp``, ``jacobian``, ``hessian``, ``hvp``: forward and reverse mode as functions.
+* ``autograd/backprop.py``: backward and ``grad``;
+* ``autograd/gradcheck.py``: gradients checked against finite differences;
+* ``autograd/functional.py``: ``vjp``, ``jvp``, ``jacobian``, ``hessian``, ``hvp``.
 
-``modes.py`` holds the switches (``no_grad``, ``composite_mode``),
-``anomaly.py`` ``detect_anomaly``. The speed appendix: ``fused.py`` (fused
-primitives, each with its composite) and ``kernels.py`` (fast NumPy, each with
-its plain form). Layers live in ``minigrad.nn``, optimizers in
-``minigrad.optim``, graph drawing in ``minigrad.viz`` (which imports graphviz
-only when used).
+``modes.py`` holds the switches (``no_grad``, ``composite_mode``). The speed
+appendix: ``fused.py`` (fused primitives, each with its composite) and
+``kernels.py`` (fast NumPy, each with its plain form). Layers live in
+``minigrad.nn``, optimizers in ``minigrad.optim``, graph drawing in
+``minigrad.viz`` (which imports graphviz only when used), checkpoints in
+``minigrad.io``, and ``runtime.py`` has the process-wide settings an entry
+script may choose (malloc), which importing minigrad leaves alone.
 """
 
+import numpy as np
+
 from . import fused, kernels, ops
-from ._memory import tune_malloc
-from .anomaly import AnomalyError, detect_anomaly
-from .autograd import backward, grad
-from .functional import hessian, hvp, jacobian, jvp, linearize, vjp
-from .functions import cat, concatenate, einsum, maximum, minimum, split, stack, where
-from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+from .autograd import (
+    AnomalyError,
+    GradcheckError,
+    VJPError,
+    backward,
+    detect_anomaly,
+    grad,
+    gradcheck,
+    gradgradcheck,
+    hessian,
+    hvp,
+    jacobian,
+    jvp,
+    linearize,
+    vjp,
+)
 from .modes import composite_mode, enable_grad, is_composite_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .ops import OPS
 from .tensor import OpError, Tensor, arange, ones, ones_like, randn, tensor, zeros, zeros_like
-from .vjp_checks import VJPError
+
+# --------------------------------------------------------------------------------------
+# The table's ops as functions with NumPy's signatures: mg.stack([a, b], axis=0), mg.einsum(...)
+# --------------------------------------------------------------------------------------
+
+maximum, minimum = OPS["maximum"], OPS["minimum"]  # elementwise, as np.maximum / np.minimum: the ops themselves
+
+
+def where(cond, x, y) -> Tensor:
+    """``x`` where ``cond`` is True, else ``y``, as ``np.where`` (the condition is not differentiated)."""
+    cond = cond.data if isinstance(cond, Tensor) else cond
+    return OPS["where"](np.asarray(cond, dtype=bool), x, y)
+
+
+def concatenate(tensors, axis: int = 0) -> Tensor:
+    """Join tensors along an existing axis, as ``np.concatenate([a, b], axis)``."""
+    return OPS["concatenate"](*tensors, axis=axis)
+
+
+cat = concatenate
+
+
+def stack(tensors, axis: int = 0) -> Tensor:
+    """Join same-shaped tensors along a new axis, as ``np.stack([a, b], axis)``."""
+    return OPS["stack"](*tensors, axis=axis)
+
+
+def split(x: Tensor, sections, axis: int = 0) -> list[Tensor]:
+    """``np.split`` for tensors: ``sections`` equal parts, or cut at the given indices (``x.split``)."""
+    return x.split(sections, axis)
+
+
+def einsum(subscripts: str, *operands) -> Tensor:
+    """Einstein summation, as ``np.einsum("ij,jk->ik", a, b)``: the fused op ``einsum`` (``fused.py``)."""
+    return OPS["einsum"](*operands, subscripts=subscripts)
+
 
 __all__ = [
     "OPS", "AnomalyError", "GradcheckError", "OpError", "Tensor", "VJPError", "arange", "backward", "cat",
-    "composite_mode",
-    "concatenate", "detect_anomaly", "einsum", "enable_grad", "fused", "grad", "gradcheck", "gradgradcheck",
-    "is_composite_mode", "is_grad_enabled", "jacobian", "kernels", "maximum", "minimum", "no_grad", "ones",
-    "ones_like", "ops", "randn", "set_grad_enabled", "split", "stack", "tensor", "where", "zeros", "zeros_like",
-    "hessian", "hvp", "jvp", "linearize", "vjp",  # functional.py: forward and reverse mode as functions
+    "composite_mode", "concatenate", "detect_anomaly", "einsum", "enable_grad", "fused", "grad", "gradcheck",
+    "gradgradcheck", "hessian", "hvp", "is_composite_mode", "is_grad_enabled", "jacobian", "jvp", "kernels",
+    "linearize", "maximum", "minimum", "no_grad", "ones", "ones_like", "ops", "randn", "set_grad_enabled", "split",
+    "stack", "tensor", "vjp", "where", "zeros", "zeros_like",
 ]
 __version__ = "0.1.0"
-
-tune_malloc()  # see _memory.py: keeps big freed arrays in the process (set MINIGRAD_MALLOC_TUNE=0 to skip)

@@ -766,10 +766,3 @@ Tensor.__getitem__ = _getitem
 Tensor.__pow__ = _pow
 Tensor.__rpow__ = lambda self, base: pow_tensor(base, self)
 Tensor.__neg__ = lambda self: neg(self)
-
-
-def __getattr__(name: str):
-    """``minigrad.ops.layer_norm`` and the other fused ops, which lived here before ``fused.py``: found by name."""
-    if name in OPS:
-        return OPS[name]
-    raise AttributeError(f"module 'minigrad.ops' has no attribute {name!r}")

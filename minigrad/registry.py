@@ -1,11 +1,16 @@
-"""The registry behind the op table: how a block of ``ops.py`` becomes an ``Op``, a Tensor method and tests.
+"""What an op is, and how calling one records it: ``Op``, ``@op``, and ``apply``.
 
-``@op(method=..., operator=...)`` reads a block (a class used as a namespace:
-``forward``, ``vjp``, ``samples``, optionally ``composite``), makes an ``Op``,
-stores it in ``OPS`` and binds ``Tensor.<method>`` and the operators. Running a
-block again (an edited notebook cell) replaces its op; a different block that
-takes a name already in use is an error. ``ops.py`` and ``fused.py`` hold the
-blocks; the tests walk ``OPS``.
+``@op(method=..., operator=...)`` reads a block of ``ops.py`` (a class used as a
+namespace: ``forward``, ``vjp``, ``samples``, optionally ``composite``), makes an
+``Op``, stores it in ``OPS`` and binds ``Tensor.<method>`` and the operators, each
+named for its op (``Tensor.__mul__`` carries ``mul``'s docstring and leads
+``inspect.getsource`` to the block). Running a block again (an edited notebook
+cell) replaces its op; a different block that takes a name already in use is an
+error. ``ops.py`` and ``fused.py`` hold the blocks; the tests walk ``OPS``.
+
+Calling an op, as a method, an operator or ``Op.__call__``, is ``apply``: run the
+forward on the inputs' arrays and, when a gradient may be wanted, record the op,
+its inputs and parameters on the output. That record is the graph backward walks.
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .tensor import Tensor
-from .tensor import apply as _apply  # (a module global, so benchmarks can wrap it)
+from .modes import state as _state
+from .tensor import OpError, Tensor
 
 
 @dataclass
@@ -66,12 +71,12 @@ class Op:
     doc: str = ""
     method: str | None = None  # bind as Tensor.<method>
     operator: str | None = None  # bind as Tensor.__<op>__ and __r<op>__
-    gradgrad: bool = True  # False only where a second derivative is meaningless
     composite: Callable | None = None
     origin: str = ""  # module and name of the block that defined it: running that block again replaces it
+    block: type | None = None  # the block itself, so the bound methods can point at its source
 
     def __call__(self, *inputs, **params):
-        return _apply(self, *inputs, **params)
+        return apply(self, *inputs, **params)
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
@@ -80,7 +85,108 @@ class Op:
 OPS: dict[str, Op] = {}
 
 
-def op(method: str | None = None, operator: str | None = None, gradgrad: bool = True):
+# --------------------------------------------------------------------------------------
+# apply: run one op of the table and record it in the graph
+# --------------------------------------------------------------------------------------
+
+
+def _as_input(x, like_dtype) -> Tensor:
+    """Turn a Python number or ndarray operand into a constant Tensor.
+
+    A number takes the dtype of the tensor it meets, so ``x * 0.5`` stays float32
+    for float32 ``x`` and keeps full precision for float64 ``x``, and ``index + 1``
+    stays integer. A float meeting no float tensor is made float32 (NumPy then
+    promotes ``int64 * float32`` to float64, as ``np.arange(3) * 0.5`` does). NumPy scalars
+    (``np.sqrt(d)`` is an ``np.float64``) count as numbers too: as 0-d float64
+    arrays they would silently turn float32 results into float64.
+    """
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, bool | int | float | np.bool_ | np.number):
+        is_float = isinstance(x, float | np.floating)
+        if like_dtype is None or (is_float and like_dtype.kind != "f"):
+            dtype = np.float32 if is_float else None  # None: NumPy's int64 (or bool for a bool)
+        else:
+            dtype = like_dtype
+        return Tensor._wrap(np.asarray(x, dtype=dtype))
+    if isinstance(x, np.ndarray | np.generic):
+        return Tensor._wrap(np.asarray(x))
+    raise TypeError(f"expected a Tensor, ndarray or number, got {type(x).__name__}")
+
+
+def _as_inputs(inputs) -> tuple:
+    """The inputs as Tensors, numbers taking the dtype of the first float tensor (else integer one)."""
+    like = None
+    for x in inputs:
+        if isinstance(x, Tensor) and x.dtype.kind == "f":
+            like = x.dtype
+            break
+        if like is None and isinstance(x, Tensor) and x.dtype.kind in "iu":
+            like = x.dtype
+    return tuple(_as_input(x, like) for x in inputs)
+
+
+def _describe(tensors, params) -> str:
+    parts = [f"{tuple(t.shape)} {t.dtype}" for t in tensors]
+    def is_array(v):  # arrays (a mask, layer norm's stats) would flood the message
+        return isinstance(v, np.ndarray) or (isinstance(v, tuple) and any(isinstance(a, np.ndarray) for a in v))
+
+    shown = {k: v for k, v in (params or {}).items() if not is_array(v)}
+    return "inputs " + ", ".join(parts) + (f"; params {shown}" if shown else "")
+
+
+def apply(op, *inputs, **params) -> Tensor:
+    """Run ``op.forward`` on the inputs' arrays and, if needed, record the op for backward.
+
+    ``op`` is an entry of the op table (``ops.Op``): a name, a forward on
+    ndarrays and a VJP. In composite mode a fused op runs its composite instead,
+    which records the core ops it is made of.
+    """
+    tensors = inputs
+    for x in inputs:
+        if not isinstance(x, Tensor):  # a number or array among the inputs: make them all Tensors
+            tensors = _as_inputs(inputs)
+            break
+    if op.composite is not None and _state.composite:  # (core ops have no composite: no mode lookup)
+        return op.composite(*tensors, **params)
+    try:
+        out = op.forward(*[t.data for t in tensors], **params)
+    except (ValueError, IndexError, TypeError) as err:
+        renamed = {new: params[old] for old, new in (("dim", "axis"), ("keepdim", "keepdims")) if old in params}
+        if renamed:  # PyTorch's spelling: say NumPy's
+            spelled = ", ".join(f"{name}={value!r}" for name, value in renamed.items())
+            raise OpError(f"{op.name}: minigrad takes NumPy's argument names, axis= and keepdims= (not PyTorch's "
+                          f"dim= and keepdim=): x.{op.name}({spelled}) ({_describe(tensors, params)})") from None
+        raise OpError(f"{op.name}: {err} ({_describe(tensors, params)})") from None
+    saved = None
+    if type(out) is tuple:  # (output, saved): the forward kept something for its VJP
+        out, saved = out
+    if type(out) is not np.ndarray:
+        out = np.asarray(out)
+    # Integer and bool results (astype(int)) are not differentiable, so never require grad.
+    needs_grad = False
+    if _state.grad_enabled and out.dtype.kind == "f":
+        for t in tensors:
+            if t.requires_grad:
+                needs_grad = True
+                break
+    result = Tensor._wrap(out, needs_grad)
+    if needs_grad:
+        result._op = op
+        result._inputs = tensors
+        result._params = params
+        result._saved = saved
+        result._scope = _state.scope
+        result._vjp_depth = _state.vjp_depth
+    if _state.anomaly:  # detect_anomaly(): remember the user's line, check the output for NaN/Inf
+        from .autograd.anomaly import check_forward, user_frame  # (autograd is built on this file)
+
+        result._trace = user_frame()
+        check_forward(op, tensors, params, result)
+    return result
+
+
+def op(method: str | None = None, operator: str | None = None):
     """Class decorator that turns one block into an ``Op``, registers it and binds its Tensor method.
 
     Running the same block again (a notebook cell, edited) replaces the op and
@@ -89,6 +195,10 @@ def op(method: str | None = None, operator: str | None = None, gradgrad: bool = 
     op name, a Tensor method or an operator already in use is an error naming
     both blocks.
     """
+    if isinstance(method, type):  # written @op, without the parentheses: method is the block itself
+        raise TypeError(f"@op needs parentheses: write @op() (or @op(method=...)) above class {method.__name__}")
+    if not (method is None or isinstance(method, str)) or not (operator is None or isinstance(operator, str)):
+        raise TypeError(f"@op(method=..., operator=...) takes names (strings), got {method!r}, {operator!r}")
 
     def register(block) -> Op:
         name = block.__name__
@@ -109,8 +219,8 @@ def op(method: str | None = None, operator: str | None = None, gradgrad: bool = 
                 raise ValueError(f"op {name!r} ({origin}): Tensor.{attribute} is already {owner}. "
                                  f"Pick another method= / operator= for this op")
         new = Op(name, block.forward, block.vjp, list(getattr(block, "samples", [])),
-                 inspect.cleandoc(block.__doc__ or ""), method, operator, gradgrad,
-                 getattr(block, "composite", None), origin)
+                 inspect.cleandoc(block.__doc__ or ""), method, operator,
+                 getattr(block, "composite", None), origin, block)
         if previous is not None:
             _unbind(previous)  # the edited block may bind a different method, or none
         OPS[name] = new
@@ -153,11 +263,34 @@ def _bind(op: Op) -> None:
     if op.method:
         bound[op.method] = _method(op)
     if op.operator:
-        bound[f"__{op.operator}__"] = lambda self, other: _apply(op, self, other)
-        bound[f"__r{op.operator}__"] = lambda self, other: _apply(op, other, self)
+        bound[f"__{op.operator}__"], bound[f"__r{op.operator}__"] = _operators(op)
     for attribute, function in bound.items():
+        function.__name__ = attribute
+        function.__qualname__ = f"Tensor.{attribute}"
+        function.__module__ = Tensor.__module__
+        function.__wrapped__ = op.block  # inspect.getsource(Tensor.__mul__) shows the op's block in ops.py
         function._bound_by_op = op  # so a re-run of the block may rebind it, and another block may not
         setattr(Tensor, attribute, function)
+
+
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "matmul": "@"}  # for the operators' docstrings
+
+
+def _operators(op: Op):
+    """``a <op> b`` and the reflected ``b <op> a`` (Python calls ``a.__r<op>__(b)`` when ``b`` is a number)."""
+    def operator(self, other) -> Tensor:
+        return apply(op, self, other)
+
+    def reflected(self, other) -> Tensor:
+        return apply(op, other, self)
+
+    signature = inspect.Signature([inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                                   for name in ("self", "other")], return_annotation="Tensor")
+    symbol = _SYMBOLS.get(op.operator, op.operator)
+    for function, spelled in ((operator, f"self {symbol} other"), (reflected, f"other {symbol} self")):
+        function.__signature__ = signature
+        function.__doc__ = f"``{spelled}``: the op ``{op.name}`` ({op.origin}).\n\n{op.doc}"
+    return operator, reflected
 
 
 def _unbind(op: Op) -> None:
@@ -181,18 +314,17 @@ def _method(op: Op):
 
     def method(self, *args, **kwargs):
         if takes_many:
-            return _apply(op, self, *args, **kwargs)
+            return apply(op, self, *args, **kwargs)
         tensors, extra = args[: n_tensors - 1], args[n_tensors - 1:]
         if len(extra) > len(names):
             raise TypeError(f"{op.method}() takes at most {len(names)} parameter(s) after its tensor inputs "
                             f"({', '.join(names) or 'none'}), got {len(extra)}")
         kwargs.update(zip(names, extra))
-        return _apply(op, self, *tensors, **kwargs)
+        return apply(op, self, *tensors, **kwargs)
 
     shown = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     for p in params[1:]:
         shown.append(p if takes_many or p.kind != p.KEYWORD_ONLY else p.replace(kind=p.POSITIONAL_OR_KEYWORD))
     method.__signature__ = signature.replace(parameters=shown, return_annotation="Tensor")
-    method.__name__ = method.__qualname__ = op.method
-    method.__doc__ = op.doc
+    method.__doc__ = f"The op ``{op.name}`` ({op.origin}).\n\n{op.doc}"
     return method

@@ -2,29 +2,18 @@
 
 A Tensor produced by an op remembers the op (from the op table in ``ops.py``),
 its input Tensors and the op's parameters. That record *is* the computation
-graph; ``backward`` (in ``autograd.py``) walks it in reverse.
+graph; ``backward`` (``autograd/backprop.py``) walks it in reverse.
 
-Graph recording happens only when it can matter: when grad mode is on and at
-least one input requires grad. Everything else is a thin wrapper over NumPy.
-Most Tensor methods and operators (``+``, ``@``, ``.sum()``, ``.exp()``...) are
-bound by the op table in ``ops.py`` as each op is registered, so adding an op
-adds its method too; this file holds the array-like basics.
+This file holds the array-like basics. The arithmetic comes from the op table:
+as each block of ``ops.py`` is registered, ``registry.py`` binds its method and
+operators here (``x * w`` is ``Tensor.__mul__``, bound to the ``mul`` block;
+``help(Tensor.__mul__)`` shows that block's docstring), and ``registry.apply``
+runs the op and records it. So adding an op adds its method too.
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-from .anomaly import check_forward, user_frame
-from .modes import (  # noqa: F401  (re-exported: minigrad.tensor.no_grad was their home)
-    composite_mode,
-    enable_grad,
-    is_grad_enabled,
-    module_scope,
-    no_grad,
-    set_grad_enabled,
-)
-from .modes import state as _state
 
 
 class OpError(ValueError):
@@ -223,7 +212,17 @@ class Tensor:
         self._hooks.append(fn)
         return _HookHandle(self._hooks, fn)
 
-    # backward() is attached by autograd.py, where it is defined.
+    def backward(self, gradient=None, retain_graph: bool | None = None, create_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) into the ``.grad`` of every leaf this tensor was computed from.
+
+        ``gradient`` is d(loss)/d(self), needed when ``self`` is not a scalar;
+        ``retain_graph`` keeps the graph for another backward (default: ``create_graph``);
+        ``create_graph`` records the backward pass itself, for higher-order gradients.
+        The pass itself is ``minigrad.autograd.backward`` (``autograd/backprop.py``).
+        """
+        from .autograd.backprop import backward  # (autograd is built on Tensor: imported when first used)
+
+        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
 
     def zero_grad(self) -> None:
         self.grad = None
@@ -363,105 +362,6 @@ def _check_axis(name: str, t: Tensor, axis: int, ndim: int | None = None) -> int
     if not -ndim <= axis < ndim:
         raise OpError(f"{name}: axis {axis} is out of range for {ndim} axes (input {t.shape} {t.dtype})")
     return axis % ndim
-
-
-# --------------------------------------------------------------------------------------
-# apply: run one op of the table and record it in the graph
-# --------------------------------------------------------------------------------------
-
-
-def _as_input(x, like_dtype) -> Tensor:
-    """Turn a Python number or ndarray operand into a constant Tensor.
-
-    A number takes the dtype of the tensor it meets, so ``x * 0.5`` stays float32
-    for float32 ``x`` and keeps full precision for float64 ``x``, and ``index + 1``
-    stays integer. A float meeting no float tensor is made float32 (NumPy then
-    promotes ``int64 * float32`` to float64, as ``np.arange(3) * 0.5`` does). NumPy scalars
-    (``np.sqrt(d)`` is an ``np.float64``) count as numbers too: as 0-d float64
-    arrays they would silently turn float32 results into float64.
-    """
-    if isinstance(x, Tensor):
-        return x
-    if isinstance(x, bool | int | float | np.bool_ | np.number):
-        is_float = isinstance(x, float | np.floating)
-        if like_dtype is None or (is_float and like_dtype.kind != "f"):
-            dtype = np.float32 if is_float else None  # None: NumPy's int64 (or bool for a bool)
-        else:
-            dtype = like_dtype
-        return Tensor._wrap(np.asarray(x, dtype=dtype))
-    if isinstance(x, np.ndarray | np.generic):
-        return Tensor._wrap(np.asarray(x))
-    raise TypeError(f"expected a Tensor, ndarray or number, got {type(x).__name__}")
-
-
-def _as_inputs(inputs) -> tuple:
-    """The inputs as Tensors, numbers taking the dtype of the first float tensor (else integer one)."""
-    like = None
-    for x in inputs:
-        if isinstance(x, Tensor) and x.dtype.kind == "f":
-            like = x.dtype
-            break
-        if like is None and isinstance(x, Tensor) and x.dtype.kind in "iu":
-            like = x.dtype
-    return tuple(_as_input(x, like) for x in inputs)
-
-
-def _describe(tensors, params) -> str:
-    parts = [f"{tuple(t.shape)} {t.dtype}" for t in tensors]
-    def is_array(v):  # arrays (a mask, layer norm's stats) would flood the message
-        return isinstance(v, np.ndarray) or (isinstance(v, tuple) and any(isinstance(a, np.ndarray) for a in v))
-
-    shown = {k: v for k, v in (params or {}).items() if not is_array(v)}
-    return "inputs " + ", ".join(parts) + (f"; params {shown}" if shown else "")
-
-
-def apply(op, *inputs, **params) -> Tensor:
-    """Run ``op.forward`` on the inputs' arrays and, if needed, record the op for backward.
-
-    ``op`` is an entry of the op table (``ops.Op``): a name, a forward on
-    ndarrays and a VJP. In composite mode a fused op runs its composite instead,
-    which records the core ops it is made of.
-    """
-    tensors = inputs
-    for x in inputs:
-        if not isinstance(x, Tensor):  # a number or array among the inputs: make them all Tensors
-            tensors = _as_inputs(inputs)
-            break
-    if op.composite is not None and _state.composite:  # (core ops have no composite: no mode lookup)
-        return op.composite(*tensors, **params)
-    try:
-        out = op.forward(*[t.data for t in tensors], **params)
-    except (ValueError, IndexError, TypeError) as err:
-        renamed = {new: params[old] for old, new in (("dim", "axis"), ("keepdim", "keepdims")) if old in params}
-        if renamed:  # PyTorch's spelling: say NumPy's
-            spelled = ", ".join(f"{name}={value!r}" for name, value in renamed.items())
-            raise OpError(f"{op.name}: minigrad takes NumPy's argument names, axis= and keepdims= (not PyTorch's "
-                          f"dim= and keepdim=): x.{op.name}({spelled}) ({_describe(tensors, params)})") from None
-        raise OpError(f"{op.name}: {err} ({_describe(tensors, params)})") from None
-    saved = None
-    if type(out) is tuple:  # (output, saved): the forward kept something for its VJP
-        out, saved = out
-    if type(out) is not np.ndarray:
-        out = np.asarray(out)
-    # Integer and bool results (astype(int)) are not differentiable, so never require grad.
-    needs_grad = False
-    if _state.grad_enabled and out.dtype.kind == "f":
-        for t in tensors:
-            if t.requires_grad:
-                needs_grad = True
-                break
-    result = Tensor._wrap(out, needs_grad)
-    if needs_grad:
-        result._op = op
-        result._inputs = tensors
-        result._params = params
-        result._saved = saved
-        result._scope = _state.scope
-        result._vjp_depth = _state.vjp_depth
-    if _state.anomaly:
-        result._trace = user_frame()
-        check_forward(op, tensors, params, result)
-    return result
 
 
 # --------------------------------------------------------------------------------------

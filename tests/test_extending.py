@@ -8,6 +8,7 @@ Every op defined here is removed from the table again (``unregister``), because 
 from __future__ import annotations
 
 import inspect
+import os
 import re
 import sys
 
@@ -205,7 +206,41 @@ def test_unregister_removes_the_op_and_its_method(scratch_ops):
 def test_table_bound_methods_have_the_forwards_signature(method, expected):
     function = getattr(mg.Tensor, method)
     assert str(inspect.signature(function)) == expected
-    assert function.__name__ == method and function.__doc__ == OPS[method].doc
+    assert function.__name__ == method and function.__qualname__ == f"Tensor.{method}"
+    assert function.__doc__.endswith(OPS[method].doc) and f"``{method}``" in function.__doc__
+
+
+@pytest.mark.parametrize("attribute, op_name, symbol", [
+    ("__mul__", "mul", "self * other"), ("__rmul__", "mul", "other * self"), ("__add__", "add", "self + other"),
+    ("__truediv__", "div", "self / other"), ("__matmul__", "matmul", "self @ other"),
+])
+def test_operators_lead_to_their_op_block(attribute, op_name, symbol):
+    """``help(Tensor.__mul__)`` names ``mul`` and shows its docstring; its source is the block in ops.py."""
+    function = getattr(mg.Tensor, attribute)
+    assert function.__qualname__ == f"Tensor.{attribute}" and function.__name__ == attribute
+    assert symbol in function.__doc__ and f"``{op_name}``" in function.__doc__
+    assert function.__doc__.endswith(OPS[op_name].doc)
+    assert str(inspect.signature(function)) == "(self, other) -> 'Tensor'"
+    assert inspect.getsourcefile(inspect.unwrap(function)).endswith(os.path.join("minigrad", "ops.py"))
+    source = inspect.getsource(function)
+    assert source.lstrip().startswith("@op(") and f"class {op_name}:" in source
+
+
+def test_backward_is_a_method_of_tensor_defined_in_tensor_py():
+    assert "backward" in vars(mg.Tensor)
+    assert inspect.getsourcefile(mg.Tensor.backward).endswith(os.path.join("minigrad", "tensor.py"))
+
+
+def test_op_without_parentheses_is_a_plain_word_error():
+    with pytest.raises(TypeError, match=r"@op needs parentheses: write @op\(\)"):
+        @op
+        class forgotten:
+            def forward(x):
+                return x
+
+            def vjp(g, out, x):
+                return (g,)
+    assert "forgotten" not in OPS
 
 
 def test_the_signature_is_the_one_the_method_accepts():

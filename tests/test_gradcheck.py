@@ -168,13 +168,6 @@ def test_jacobian_of_a_constant_function_is_zero():
     np.testing.assert_array_equal(J.data, np.zeros((3, 2)))
 
 
-def test_jacobian_is_still_importable_from_gradcheck():
-    from minigrad.functional import jacobian as functional_jacobian
-    from minigrad.gradcheck import jacobian
-
-    assert jacobian is functional_jacobian is mg.jacobian
-
-
 # --------------------------------------------------------------------------------------
 # Forward mode
 # --------------------------------------------------------------------------------------
@@ -194,7 +187,7 @@ def test_forward_mode_catches_a_vjp_that_leaves_the_graph(rng):
 
 def test_forward_mode_with_many_elements_checks_random_tangents(rng):
     """Beyond FULL_FORWARD_ELEMENTS input elements, forward mode checks J t for random t (model-sized inputs)."""
-    from minigrad.gradcheck import FULL_FORWARD_ELEMENTS
+    from minigrad.autograd.gradcheck import FULL_FORWARD_ELEMENTS
 
     big = leaf(rng.standard_normal((11, 10)))
     assert big.size > FULL_FORWARD_ELEMENTS

@@ -8,7 +8,7 @@ from nn_helpers import randn
 
 import minigrad as mg
 from minigrad import nn
-from minigrad.tensor import module_scope
+from minigrad.modes import module_scope
 
 
 class Block(nn.Module):

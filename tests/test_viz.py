@@ -16,7 +16,7 @@ import pytest
 
 import minigrad as mg
 from minigrad import viz
-from minigrad.tensor import module_scope
+from minigrad.modes import module_scope
 
 HAS_DOT = shutil.which("dot") is not None
 

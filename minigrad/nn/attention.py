@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..functions import cat
+from .. import cat
 from ..tensor import Tensor
 from . import functional as F
 from .layers import Linear, check_features, check_input, describe

@@ -24,8 +24,8 @@ import re
 
 import numpy as np
 
-from ..gradcheck import GradcheckError
-from ..gradcheck import gradcheck as _gradcheck
+from ..autograd.gradcheck import GradcheckError
+from ..autograd.gradcheck import gradcheck as _gradcheck
 from ..tensor import Tensor
 from .module import Module
 

@@ -23,7 +23,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..tensor import Tensor, module_scope
+from ..modes import module_scope
+from ..tensor import Tensor
 
 
 class Parameter(Tensor):

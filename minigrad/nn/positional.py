@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..functions import cat
+from .. import cat
 from ..tensor import Tensor
 from . import init
 from .layers import check_features, describe

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from ..functions import stack
+from .. import stack
 from ..tensor import Tensor
 from . import functional as F
 from . import init

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from ..tensor import no_grad
+from ..modes import no_grad
 from .optimizer import Optimizer
 
 

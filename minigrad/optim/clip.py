@@ -12,7 +12,8 @@ import math
 
 import numpy as np
 
-from ..tensor import Tensor, no_grad
+from ..modes import no_grad
+from ..tensor import Tensor
 
 
 def _norm(g: np.ndarray, norm_type: float) -> float:

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tensor import Tensor, enable_grad
+from ..modes import enable_grad
+from ..tensor import Tensor
 
 
 class Optimizer:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tensor import no_grad
+from ..modes import no_grad
 from .optimizer import Optimizer
 
 

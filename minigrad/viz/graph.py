@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..autograd import grad as _grad
-from ..autograd import toposort
-from ..freed import ArrayStub, FreedNode
+from ..autograd.backprop import grad as _grad
+from ..autograd.backprop import toposort
+from ..autograd.freed import ArrayStub, FreedNode
 from ..tensor import Tensor
 
 FREED = ("the graph behind this tensor was freed by backward() and left no record to draw it from. "

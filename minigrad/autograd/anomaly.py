@@ -15,9 +15,9 @@ import traceback
 
 import numpy as np
 
-from .modes import state
+from ..modes import state
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # minigrad/
 
 
 @contextlib.contextmanager

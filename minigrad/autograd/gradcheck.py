@@ -14,20 +14,18 @@ Forward mode here is derived from the VJPs by double backward, so the second
 check is not independent of the first; what it adds is that each VJP is itself
 differentiable in its incoming gradient (a VJP that steps outside the graph,
 through ``.data``, passes reverse mode and fails forward mode).
-
-``jacobian`` lives in ``functional.py``; it is imported here too, where it used to be.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .autograd import grad
-from .functional import jacobian, push_forward
-from .modes import enable_grad, no_grad
-from .tensor import Tensor
+from ..modes import enable_grad, no_grad
+from ..tensor import Tensor
+from .backprop import grad
+from .functional import push_forward
 
-__all__ = ["GradcheckError", "gradcheck", "gradgradcheck", "jacobian"]
+__all__ = ["GradcheckError", "gradcheck", "gradgradcheck"]
 
 
 class GradcheckError(AssertionError):

@@ -12,7 +12,7 @@ import weakref
 
 import numpy as np
 
-from .tensor import Tensor
+from ..tensor import Tensor
 
 
 class ArrayStub:

@@ -14,7 +14,7 @@ import linecache
 
 import numpy as np
 
-from .tensor import NumpyOnTensorError, Tensor
+from ..tensor import NumpyOnTensorError, Tensor
 
 
 class VJPError(RuntimeError):

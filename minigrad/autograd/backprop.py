@@ -29,11 +29,11 @@ import contextlib
 
 import numpy as np
 
-from .anomaly import AnomalyError, check_backward, detect_anomaly  # noqa: F401  (AnomalyError, detect_anomaly: their old home)
+from ..modes import set_grad_enabled, state
+from ..tensor import OpError, Tensor
+from .anomaly import check_backward
 from .freed import record_of
-from .modes import set_grad_enabled, state
-from .tensor import OpError, Tensor
-from .vjp_checks import VJPError, check_grad, one_per_input, vjp_failure  # noqa: F401  (VJPError: re-exported)
+from .vjp_checks import check_grad, one_per_input, vjp_failure
 
 _FREED = ("backward: this graph was already freed by an earlier backward(). Call backward(retain_graph=True) "
           "the first time if you need to backward through it again.")
@@ -305,11 +305,3 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, c
                                f"pass allow_unused=True to get None for it")
         result.append(g)
     return tuple(result)
-
-
-def _tensor_backward(self, gradient=None, retain_graph: bool | None = None, create_graph: bool = False):
-    """Accumulate d(self)/d(leaf) into every leaf's ``.grad`` (see ``autograd.backward``)."""
-    backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph)
-
-
-Tensor.backward = _tensor_backward

@@ -66,10 +66,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .autograd import grad
-from .functions import stack
-from .modes import enable_grad, is_grad_enabled
-from .tensor import Tensor
+from ..modes import enable_grad, is_grad_enabled
+from ..ops import OPS
+from ..tensor import Tensor
+from .backprop import grad
 
 # --------------------------------------------------------------------------------------
 # Checking and copying inputs, tangents and outputs
@@ -329,7 +329,7 @@ def _stack(pieces: list[Tensor], shape: tuple, axis: int = 0) -> Tensor:
     if not pieces:
         return Tensor(np.zeros(shape))
     if any(p.requires_grad for p in pieces):
-        return stack([p.reshape(-1) for p in pieces], axis=axis).reshape(shape)
+        return OPS["stack"](*[p.reshape(-1) for p in pieces], axis=axis).reshape(shape)
     flat = np.stack([p.data.reshape(-1) for p in pieces], axis=axis)
     return Tensor(flat.reshape(shape))
 

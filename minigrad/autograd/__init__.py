@@ -1,0 +1,23 @@
+"""Autodiff: everything that differentiates the graph the ops record, laid out like ``torch.autograd``.
+
+Read in this order:
+
+* ``backprop.py``: the backward pass, ``backward`` and ``grad``: sort the graph, call each op's VJP,
+  sum the gradients back to their inputs;
+* ``gradcheck.py``: ``gradcheck`` and ``gradgradcheck``, backprop against finite differences;
+* ``functional.py``: ``vjp``, ``jvp``, ``linearize``, ``jacobian``, ``hessian``, ``hvp``: forward and
+  reverse mode as functions.
+
+Beside them: ``vjp_checks.py`` (what a VJP must return, and the errors that name the op),
+``anomaly.py`` (``detect_anomaly``), ``freed.py`` (what backward keeps of a node it frees, so
+the graph can still be drawn).
+"""
+
+from .anomaly import AnomalyError, detect_anomaly
+from .backprop import backward, grad
+from .functional import hessian, hvp, jacobian, jvp, linearize, vjp
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+from .vjp_checks import VJPError
+
+__all__ = ["AnomalyError", "GradcheckError", "VJPError", "backward", "detect_anomaly", "grad", "gradcheck",
+           "gradgradcheck", "hessian", "hvp", "jacobian", "jvp", "linearize", "vjp"]
