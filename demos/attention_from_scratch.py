@@ -39,13 +39,8 @@ args = parse_args(None, "attention_from_scratch",
                   "Attention and the Transformer block on minigrad Tensors, every gradient checked.")
 np.set_printoptions(precision=3, suppress=True)
 
-# All the random numbers come from one generator, drawn in the order the steps
-# below use them. The RNN of demos/rnn_vanishing_gradient.py draws its weights and
-# tokens from the same seed first; drawing them here too (and not using them)
-# keeps every number identical to when the two lessons ran as one.
+# All the random numbers come from one generator, drawn in the order the steps below use them.
 rng = np.random.default_rng(0)
-for shape in [(16, 16), (16, 16), (60, 16)]:  # that RNN's W, U and 60 token vectors
-    rng.normal(size=shape)
 
 # %% [markdown]
 # ## 1. Attention on vectors made by hand: what does "pain" look at?

@@ -107,6 +107,9 @@ def test_rnn_saves_the_curve(rnn_run):
 # Attention from scratch
 # --------------------------------------------------------------------------------------
 
+# The hand-made vectors' scores and weights, the mask, the 808 parameters are the attention notebook's
+# numbers. The sqrt(d_k) table is drawn from the lesson's own generator (the notebook's came after an RNN's
+# draws from the same seed), so its figures are this lesson's.
 ATTENTION_PRINTED = """
 pain -> the      score  0.00   weight 0.038
 pain -> patient  score  0.20   weight 0.046
@@ -115,9 +118,9 @@ pain -> chest    score  2.28   weight 0.369
 pain -> pain     score  2.18   weight 0.334
 pain -> arm      score  1.54   weight 0.176
 New vector for 'pain' (weighted average of the values): [1.516 1.107 0.107 0.136]
-d_k =   4: spread (std) of the scores   0.64 | largest weight without scaling 0.228, with scaling 0.160
-d_k =  64: spread (std) of the scores   6.13 | largest weight without scaling 0.831, with scaling 0.222
-d_k = 512: spread (std) of the scores  32.88 | largest weight without scaling 1.000, with scaling 0.326
+d_k =   4: spread (std) of the scores   0.63 | largest weight without scaling 0.205, with scaling 0.150
+d_k =  64: spread (std) of the scores   6.42 | largest weight without scaling 0.951, with scaling 0.248
+d_k = 512: spread (std) of the scores  22.56 | largest weight without scaling 0.750, with scaling 0.195
 Output shape: (9, 8) (one new vector per token)
 Each row of weights sums to 1: True
 With the mask, total weight given to future tokens (the upper triangle): 0.0

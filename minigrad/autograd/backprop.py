@@ -21,6 +21,10 @@ added here:
   that breaks this, or calls NumPy on Tensors, is a ``VJPError`` naming the op;
 * under ``detect_anomaly()`` (``anomaly.py``) every gradient is checked for
   NaN/Inf, and the op and the user's line that made it are named.
+
+The loop itself is ``_backpropagate``, in eight numbered steps; the helpers above
+it keep the bookkeeping out of its way. ``backward`` and ``grad``, at the end,
+are its two public faces.
 """
 
 from __future__ import annotations
@@ -111,7 +115,8 @@ def _needed_for(targets, order) -> set[int]:
 class _OwnedGrads:
     """Makes every gradient handed out (``.grad``, or ``grad()``'s results) own its memory.
 
-    Optimizers update gradients in place. A VJP can hand back a read-only
+    A ``.grad`` is the caller's to change in place (``p.grad.zero_()``, ``p.grad.data *= 0.5``)
+    without reaching any other tensor's gradient. A VJP can hand back a read-only
     broadcast view (sum's), a view of an array another leaf also gets (add's g,
     reshaped), or the caller's own gradient: those are copied. Keyed by the id
     of the array that owns the memory (a view's ``.base``).
@@ -199,60 +204,74 @@ def _free(t: Tensor) -> None:
     t._saved = None
 
 
-def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None):
-    """The backward pass shared by ``backward`` and ``grad``.
-
-    Visit the graph from the outputs back to the leaves; at each node, hand its
-    gradient to the op's VJP and add what comes back into its inputs' gradients.
-    With ``targets`` (a list of tensors) it returns their gradients and touches no
-    ``.grad``; without, it accumulates into leaves and retain_grad() tensors.
-    """
+def _check_roots(roots) -> None:
     for r in roots:
         if not r.requires_grad:
             raise RuntimeError(f"backward: the output (shape {r.shape}) does not require grad: no input it was "
                                f"computed from has requires_grad=True, or it was computed under no_grad()")
-    order = toposort(roots)
-    grads: dict[int, Tensor] = {}  # id(tensor) -> the gradient summed so far
+
+
+def _input_grads(t: Tensor, g: Tensor) -> list[tuple[Tensor, Tensor]]:
+    """Call ``t``'s VJP with ``g``; return ``(input, gradient)`` for each input that requires grad.
+
+    Each gradient is made to fit its input: summed back from a broadcast shape, and
+    cast to the input's dtype (a gradient has its tensor's dtype, PyTorch's rule: a
+    float32 weight met by float64 data gets a float32 gradient, not one that would
+    upcast it at the update). A VJP result that cannot fit is a ``VJPError`` naming the op.
+    """
+    pairs = []
+    for i, (x, gx) in enumerate(zip(t._inputs, _call_vjp(t, g))):
+        if gx is None:
+            continue
+        if type(gx) is not Tensor or gx.shape != x.shape:  # (a broadcast gradient, or a broken VJP)
+            check_grad(t, i, x, gx)
+            if x.requires_grad and gx.shape != x.shape:
+                gx = _sum_to(gx, x.shape)
+        if not x.requires_grad:
+            continue
+        if gx.data.dtype != x.data.dtype:
+            gx = gx.astype(x.dtype)
+        pairs.append((x, gx))
+    return pairs
+
+
+def _backpropagate(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None) -> dict[int, Tensor]:
+    """The backward pass shared by ``backward`` and ``grad``: the chain rule, node by node, outputs first.
+
+    With ``targets`` (a list of tensors) it returns their gradients, by id, and
+    touches no ``.grad``; without, it accumulates into leaves and retain_grad() tensors.
+    """
+    _check_roots(roots)
+    order = toposort(roots)  # 1. every tensor after the tensors it was computed from
+    pending: dict[int, Tensor] = {}  # 2. id(tensor) -> the gradient summed into it so far
     for r, g in zip(roots, root_grads):
-        grads[id(r)] = grads[id(r)] + g if id(r) in grads else g
-    needed = None if targets is None else _needed_for(targets, order)
+        pending[id(r)] = pending[id(r)] + g if id(r) in pending else g
+    needed = None if targets is None else _needed_for(targets, order)  # grad(): only paths to the targets
     target_ids = set() if targets is None else {id(t) for t in targets}
     found: dict[int, Tensor] = {}
     owned = _OwnedGrads(root_grads, create_graph)
 
-    with set_grad_enabled(create_graph), _restoring_vjp_depth():  # record the backward pass only for create_graph
-        for t in reversed(order):  # every tensor after all the tensors made from it
-            g = grads.pop(id(t), None)
+    with set_grad_enabled(create_graph), _restoring_vjp_depth():  # 3. record the VJPs only for create_graph
+        for t in reversed(order):  # 4. outputs first: when t comes up, every use of t has sent its gradient
+            g = pending.pop(id(t), None)
             if g is None:
-                continue
-            if create_graph:  # the ops recorded from here on are t's VJP: one pass deeper than t
-                state.vjp_depth = t._vjp_depth + 1
+                continue  # no gradient reached t
+            if create_graph:
+                state.vjp_depth = t._vjp_depth + 1  # the ops recorded now are t's VJP: one pass deeper
             if t._hooks:
-                g = _run_hooks(t, g)
-            if id(t) in target_ids:
+                g = _run_hooks(t, g)  # 5. hooks see t's whole gradient, and may replace it
+            if id(t) in target_ids:  # 6. hand the gradient out: grad()'s result, or into .grad
                 found[id(t)] = owned(g)
             elif targets is None and (t._op is None or t._retains_grad):
                 _accumulate(t, g, owned, create_graph)
             if t._op is None or (needed is not None and id(t) not in needed):
-                continue
+                continue  # a leaf, or nothing grad() wants lies behind t
             if t._inputs is None:
                 raise RuntimeError(_FREED)
-            for i, (x, gx) in enumerate(zip(t._inputs, _call_vjp(t, g))):
-                if gx is None:
-                    continue
-                if type(gx) is not Tensor or gx.shape != x.shape:  # (a broadcast gradient, or a broken VJP)
-                    check_grad(t, i, x, gx)
-                    if x.requires_grad and gx.shape != x.shape:
-                        gx = _sum_to(gx, x.shape)
-                if not x.requires_grad:
-                    continue
-                if gx.data.dtype != x.data.dtype:
-                    # A gradient has its tensor's dtype (PyTorch's rule): a float32 weight met by float64
-                    # data gets a float32 gradient, not a float64 one that would upcast it at the update.
-                    gx = gx.astype(x.dtype)
-                grads[id(x)] = gx if id(x) not in grads else grads[id(x)] + gx
+            for x, gx in _input_grads(t, g):  # 7. the chain rule: t's VJP sends g on to t's inputs
+                pending[id(x)] = gx if id(x) not in pending else pending[id(x)] + gx
             if not retain_graph:
-                _free(t)
+                _free(t)  # 8. t's arrays are no longer needed
     return found
 
 
@@ -274,7 +293,7 @@ def backward(tensor: Tensor, gradient=None, retain_graph: bool | None = None, cr
     ``create_graph`` records the backward pass itself, for higher-order gradients.
     """
     retain = create_graph if retain_graph is None else retain_graph
-    _run([tensor], [_as_grad(gradient, tensor)], retain, create_graph)
+    _backpropagate([tensor], [_as_grad(gradient, tensor)], retain, create_graph)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, create_graph: bool = False,
@@ -296,7 +315,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, c
         if not x.requires_grad:
             raise RuntimeError(f"grad: input {i} (shape {x.shape}) does not require grad")
     retain = create_graph if retain_graph is None else retain_graph
-    found = _run(outputs, [_as_grad(g, o) for o, g in zip(outputs, grad_outputs)], retain, create_graph, inputs)
+    found = _backpropagate(outputs, [_as_grad(g, o) for o, g in zip(outputs, grad_outputs)], retain, create_graph,
+                           inputs)
     result = []
     for i, x in enumerate(inputs):
         g = found.get(id(x))

@@ -35,14 +35,13 @@ check or keep in step with its VJP (a second rule per op would be a second
 place for each op's calculus to be wrong).
 
 The price is speed. One JVP costs a forward pass, a recorded backward pass and
-a backward pass through that (pruned to the part that depends on u). Measured
-on F(X) = tanh(X W1) W2 with 512 x 512 matrices, on one thread: a JVP takes
-about 4.5-5.5x one forward pass, a VJP about 3x; dedicated JVP rules would
-take about 2x (an estimate: one extra product per op). ``linearize`` pays the
-forward and the recorded backward once, after which each further tangent is
-only the backward of the backward, about 1.5x a forward pass. ``jacobian(mode="forward")`` uses
+a backward pass through that (pruned to the part that depends on u), where
+dedicated JVP rules would cost about one extra product per op. ``linearize``
+pays the forward and the recorded backward once, after which each further
+tangent is only the backward of the backward. ``jacobian(mode="forward")`` uses
 it, so its n columns cost roughly what n rows of reverse mode do. The lesson
-``demos/forward_or_reverse.py`` times both directions.
+``demos/forward_or_reverse.py`` times both directions; the measured costs are in
+``benchmarks/README.md``.
 
 Second derivatives
 ------------------
@@ -262,7 +261,7 @@ def jvp(fn, inputs, tangents):
     Like ``torch.func.jvp(fn, primals, tangents)``: ``inputs`` and ``tangents``
     are tuples of the same length (or, here, a single Tensor each), each tangent
     of its input's shape and dtype. Forward mode by double backward (see the
-    module docstring): about 5x the cost of one forward pass.
+    module docstring, and its cost there).
     """
     xs, single_input = _inputs("jvp", inputs)
     ts = _like("jvp", "tangent", tangents, xs, "input", single_input)
