@@ -16,7 +16,7 @@ A block is a small class used as a namespace (it is never instantiated)::
 Everything else is derived from this table (``registry.py`` does the deriving):
 
 * ``Tensor`` methods and Python operators (``method=``, ``operator=``);
-* backward: ``autograd.py`` calls ``vjp`` and nothing else;
+* backward: ``autograd/backprop.py`` calls ``vjp`` and nothing else;
 * graph labels in ``viz`` (the block's name);
 * the tests, which run ``gradcheck`` and ``gradgradcheck`` on every ``samples``
   entry of every op, so an op without samples fails the suite.
@@ -39,7 +39,7 @@ Conventions
   under ``no_grad`` and record nothing. A VJP may use only ops in the table
   (``g * x.cos()``, not ``g * np.cos(x)``): that is what makes it differentiable.
 * A VJP may return a gradient in the *broadcast* shape of the output: the engine
-  sums it back to the input's shape, once, in one place (``autograd.py``).
+  sums it back to the input's shape, once, in one place (``autograd/backprop.py``).
 * A forward may return ``(output, saved)``: ``saved`` is what its VJP would
   otherwise recompute (layer norm's xhat and 1/std, GELU's gate). The engine
   keeps it on the output, ``out._saved``, while the op is in a recorded graph,

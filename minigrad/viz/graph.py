@@ -1,7 +1,7 @@
 """Read the graph a Tensor recorded: its tensors, ops, names, modules and gradient sizes.
 
 This half of ``viz`` draws nothing. It walks back from a root tensor through
-``_inputs`` (the record ``apply`` in ``tensor.py`` keeps) and returns a plain
+``_inputs`` (the record ``apply`` in ``registry.py`` keeps) and returns a plain
 ``Graph``: one ``Node`` per tensor, in topological order, each knowing
 
 * its kind: the output, a parameter, a module buffer, some other leaf that
@@ -15,7 +15,7 @@ This half of ``viz`` draws nothing. It walks back from a root tensor through
 * optionally its gradient d(root)/d(tensor).
 
 After ``backward()`` the graph is freed: nodes no longer hold their inputs.
-Each freed node left a ``FreedNode`` record (see ``autograd.py``) with the same
+Each freed node left a ``FreedNode`` record (see ``autograd/backprop.py``) with the same
 structure but no arrays, and a weak reference to its tensor; the walk follows
 those records, so the graph reads the same, and the data is shown only where
 the tensor still lives (leaves, parameters, tensors the user kept).
