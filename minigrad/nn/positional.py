@@ -22,7 +22,7 @@ import numpy as np
 from ..functions import cat
 from ..tensor import Tensor
 from . import init
-from .layers import check_features, describe
+from .checks import check_features, describe
 from .module import Module, Parameter
 
 
