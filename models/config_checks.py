@@ -1,7 +1,8 @@
 """The checks the model configs run on their fields, each rule written once.
 
 ``GPTConfig``, ``RNNConfig``, ``EncoderConfig`` and ``Seq2SeqConfig`` call
-these from ``__post_init__`` (and ``models.costs`` on the configs it counts),
+these from ``__post_init__`` (``models.costs`` on the configs it counts, and
+each model on the config it is given: ``config_type``),
 passing the config and the names of its fields; every message names the
 config and the field, and says what was expected. The rules shared with the
 layers (a probability, heads that divide d_model, GELU's forms) are the ones in
@@ -23,6 +24,13 @@ def _who(config, who: str | None) -> str:
 
 def _is_int(value) -> bool:
     return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def config_type(config, cls: type, who: str) -> None:
+    """A model is built from its config class; the error says how to make one from a dict."""
+    if not isinstance(config, cls):
+        raise TypeError(f"{who}: config must be an instance of {cls.__name__}, got {type(config).__name__} "
+                        f"(from a dict: {who}({cls.__name__}(**d)))")
 
 
 def positive_ints(config, *names: str, who: str | None = None) -> None:
@@ -67,6 +75,12 @@ def heads(config, n_kv_head: int | None = None, who: str | None = None) -> None:
     """d_model must split into n_head heads (and n_head into groups of query heads, one per n_kv_head)."""
     checks.check_heads(_who(config, who), config.d_model, config.n_head, n_kv_head,
                        names=("d_model", "n_head", "n_kv_head"))
+
+
+def rope_head_dim(config, who: str | None = None) -> None:
+    """With RoPE, head_dim = d_model / n_head must be even."""
+    checks.check_rope_head_dim(_who(config, who), config.d_model // config.n_head,
+                               f" = d_model / n_head = {config.d_model} / {config.n_head}")
 
 
 def token_ids(config, vocab: str, *names: str, what: str = "a token id", who: str | None = None) -> None:

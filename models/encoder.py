@@ -75,8 +75,7 @@ class MaskedLM(nn.Module):
 
     def __init__(self, config: EncoderConfig, *, seed: int | None = None, rng: np.random.Generator | None = None):
         super().__init__()
-        if not isinstance(config, EncoderConfig):
-            raise TypeError(f"MaskedLM: config must be an EncoderConfig, got {type(config).__name__}")
+        check.config_type(config, EncoderConfig, "MaskedLM")
         rng = init.resolve_rng(rng, seed, who="MaskedLM")
         self.config = c = config
 

@@ -77,9 +77,8 @@ class GPTConfig:
         check.choices(self, norm=("layernorm", "rmsnorm"), position=("learned", "sinusoidal", "rope"),
                       mlp=("gelu", "swiglu"), gelu_approximate=GELU_FORMS)
         check.heads(self, n_kv_head=self.n_kv_head)
-        if self.position == "rope" and self.head_dim % 2:
-            raise ValueError(f"GPTConfig: position='rope' rotates features in pairs, so head_dim = d_model / n_head "
-                             f"= {self.d_model} / {self.n_head} = {self.head_dim} must be even")
+        if self.position == "rope":
+            check.rope_head_dim(self)
         check.probabilities(self, "dropout")
         check.positive_numbers(self, "norm_eps")
         check.bools(self, "bias", "tie_weights")
@@ -206,9 +205,7 @@ class GPT(nn.Module):
 
     def __init__(self, config: GPTConfig, *, seed: int | None = None, rng: np.random.Generator | None = None):
         super().__init__()
-        if not isinstance(config, GPTConfig):
-            raise TypeError(f"GPT: config must be a GPTConfig, got {type(config).__name__} "
-                            f"(from a dict: GPT(GPTConfig(**d)))")
+        check.config_type(config, GPTConfig, "GPT")
         rng = init.resolve_rng(rng, seed, who="GPT")
         self.config = c = config
 

@@ -66,8 +66,7 @@ class RNNLM(nn.Module):
 
     def __init__(self, config: RNNConfig, *, seed: int | None = None, rng: np.random.Generator | None = None):
         super().__init__()
-        if not isinstance(config, RNNConfig):
-            raise TypeError(f"RNNLM: config must be an RNNConfig, got {type(config).__name__}")
+        check.config_type(config, RNNConfig, "RNNLM")
         rng = init.resolve_rng(rng, seed, who="RNNLM")
         self.config = c = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model, rng=rng)

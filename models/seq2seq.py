@@ -86,8 +86,7 @@ class Seq2Seq(nn.Module):
 
     def __init__(self, config: Seq2SeqConfig, *, seed: int | None = None, rng: np.random.Generator | None = None):
         super().__init__()
-        if not isinstance(config, Seq2SeqConfig):
-            raise TypeError(f"Seq2Seq: config must be a Seq2SeqConfig, got {type(config).__name__}")
+        check.config_type(config, Seq2SeqConfig, "Seq2Seq")
         rng = init.resolve_rng(rng, seed, who="Seq2Seq")
         self.config = c = config
 

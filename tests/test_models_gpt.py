@@ -55,7 +55,8 @@ def test_config_rejects_bad_values_naming_them(changes, message):
 
 
 def test_model_needs_a_config_object():
-    with pytest.raises(TypeError, match="GPT: config must be a GPTConfig, got dict"):
+    with pytest.raises(TypeError, match=r"GPT: config must be an instance of GPTConfig, got dict "
+                                        r"\(from a dict: GPT\(GPTConfig\(\*\*d\)\)\)"):
         GPT(dataclasses.asdict(config()))
 
 

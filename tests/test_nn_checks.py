@@ -46,8 +46,8 @@ def test_the_layers_functions_and_models_share_the_one_token_check():
         seen.append(args[2] if len(args) > 2 else kwargs.get("who", "embedding"))
         return original(*args, **kwargs)
 
-    import models.gpt
     import minigrad.nn.functional as functional
+    import models.gpt
     saved = functional.token_ids, checks.token_ids
     functional.token_ids = checks.token_ids = spy
     try:
@@ -130,12 +130,16 @@ def test_config_checks_name_the_config_and_the_field():
         size, eps, flag, kind, head, n_head, d_model, pad = 0, 0.0, 1, "x", 2, 3, 8, 7
 
     for call, error, message in [
-        (lambda c: config_checks.positive_ints(c, "size"), ValueError, "Config: size must be a positive integer, got 0"),
-        (lambda c: config_checks.positive_numbers(c, "eps"), ValueError, "Config: eps must be a positive number, got 0.0"),
+        (lambda c: config_checks.positive_ints(c, "size"), ValueError,
+         "Config: size must be a positive integer, got 0"),
+        (lambda c: config_checks.positive_numbers(c, "eps"), ValueError,
+         "Config: eps must be a positive number, got 0.0"),
         (lambda c: config_checks.bools(c, "flag"), TypeError, "Config: flag must be True or False, got 1"),
-        (lambda c: config_checks.choices(c, kind=("a", "b")), ValueError, r"Config: kind='x'; expected one of \('a', 'b'\)"),
+        (lambda c: config_checks.choices(c, kind=("a", "b")), ValueError,
+         r"Config: kind='x'; expected one of \('a', 'b'\)"),
         (lambda c: config_checks.heads(c), ValueError, "Config: d_model=8 must be divisible by n_head=3"),
-        (lambda c: config_checks.token_ids(c, "size", "pad"), ValueError, r"Config: pad=7 is not a token id in \[0, size=0\)"),
+        (lambda c: config_checks.token_ids(c, "size", "pad"), ValueError,
+         r"Config: pad=7 is not a token id in \[0, size=0\)"),
     ]:
         with pytest.raises(error, match=message):
             call(Config())
@@ -169,3 +173,19 @@ def test_layer_input_checks_live_in_checks_and_name_the_layer():
 def test_gradcheck_keeps_its_public_name():
     from minigrad.nn.gradcheck import gradcheck
     assert nn.gradcheck is gradcheck
+
+
+def test_every_model_names_its_config_class_and_how_to_make_one():
+    import dataclasses
+
+    from models.encoder import MaskedLM
+    from models.gpt import GPT
+    from models.rnn import RNNLM
+    from models.seq2seq import Seq2Seq
+    for model, config in [(GPT, GPTConfig(vocab_size=5, block_size=4)), (RNNLM, RNNConfig(vocab_size=5)),
+                          (MaskedLM, EncoderConfig(vocab_size=5, block_size=4)),
+                          (Seq2Seq, Seq2SeqConfig(src_vocab_size=5, tgt_vocab_size=5, block_size=4))]:
+        name, cls = model.__name__, type(config).__name__
+        with pytest.raises(TypeError, match=rf"{name}: config must be an instance of {cls}, got dict \(from a dict: "
+                                            rf"{name}\({cls}\(\*\*d\)\)\)"):
+            model(dataclasses.asdict(config))

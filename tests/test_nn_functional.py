@@ -122,7 +122,8 @@ def test_cross_entropy_errors():
         F.cross_entropy(logits, np.array([[0, 1, 5], [0, 0, 0]]))
     with pytest.raises(IndexError, match="class id -2"):
         F.cross_entropy(logits, np.array([[0, 1, -2], [0, 0, 0]]))
-    with pytest.raises(ValueError, match=r"target must have shape \(2, 3\) \(one per row of logits \(2, 3, 5\)\), got \(6,\)"):
+    with pytest.raises(ValueError, match=r"target must have shape \(2, 3\) \(one per row of logits \(2, 3, 5\)\), "
+                                         r"got \(6,\)"):
         F.cross_entropy(logits, np.zeros(6, dtype=int))
     with pytest.raises(TypeError, match="cross_entropy: target must hold integer class ids"):
         F.cross_entropy(logits, np.zeros((2, 3)))

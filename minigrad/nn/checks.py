@@ -12,8 +12,8 @@ function or a model method by a string (``"GPT.forward"``).
   (a (B, T) batch) and ``target_batch`` (-100, ``IGNORE_INDEX``, means no target);
 * attention masks: ``check_mask_broadcasts`` and ``check_padding_mask``;
 * arguments: ``check_probability`` (dropout's p, in [0, 1] as in PyTorch),
-  ``check_approximate`` (GELU's form) and ``check_heads`` (d_model split into
-  heads, query heads into key/value groups).
+  ``check_approximate`` (GELU's form), ``check_heads`` (d_model split into
+  heads, query heads into key/value groups) and ``check_rope_head_dim``.
 """
 
 from __future__ import annotations
@@ -190,3 +190,9 @@ def check_heads(who: str, d_model: int, n_heads: int, n_kv_heads: int | None = N
                                    or n_kv_heads < 1 or n_heads % n_kv_heads):
         raise ValueError(f"{who}: {h}={n_heads} must be divisible by {kv}={n_kv_heads} "
                          f"(each key/value head serves the same number of query heads)")
+
+
+def check_rope_head_dim(who: str, head_dim: int, derived: str = "") -> None:
+    """RoPE rotates a head's features in pairs, so head_dim must be even; ``derived`` says where it came from."""
+    if head_dim % 2:
+        raise ValueError(f"{who}: RoPE rotates features in pairs, so head_dim{derived} = {head_dim} must be even")
