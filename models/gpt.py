@@ -114,7 +114,7 @@ class CausalSelfAttention(nn.Module):
         start = cache.length if cache is not None else 0  # how many earlier positions the cache holds
         q = self.q_proj(x).reshape(B, T, self.n_head, self.head_dim)  # (B, T, n_head, head_dim)
         k = self.k_proj(x).reshape(B, T, self.n_kv_head, self.head_dim)  # (B, T, n_kv_head, head_dim)
-        v = self.v_proj(x).reshape(B, T, self.n_kv_head, self.head_dim)
+        v = self.v_proj(x).reshape(B, T, self.n_kv_head, self.head_dim)  # (B, T, n_kv_head, head_dim)
         q, k, v = (t.transpose(0, 2, 1, 3) for t in (q, k, v))  # (B, heads, T, head_dim): one matrix per head
         if self.rope is not None:
             q, k = self.rope(q, start), self.rope(k, start)  # rotated as positions start .. start + T - 1
@@ -127,9 +127,6 @@ class CausalSelfAttention(nn.Module):
                                            rng=self.rng)  # (B, n_head, T, head_dim)
         y = y.transpose(0, 2, 1, 3).reshape(B, T, d_model)  # (B, T, d_model): the heads side by side
         return self.out_proj(y)  # (B, T, d_model)
-
-    def extra_repr(self) -> str:
-        return f"n_head={self.n_head}, n_kv_head={self.n_kv_head}, head_dim={self.head_dim}"
 
 
 class MLP(nn.Module):
@@ -279,16 +276,12 @@ class GPT(nn.Module):
                  return_logits: bool = False):
         """Continue each prompt in ``idx`` (B, T) by ``max_new_tokens`` tokens; returns (B, T + new) int64.
 
-        ``temperature=0`` is greedy decoding; ``top_k`` / ``top_p`` restrict
-        sampling to the likeliest tokens (``models.generation``). ``rng`` (a
-        NumPy Generator or seed) makes sampling reproducible. ``use_cache``
-        keeps each layer's keys and values, so every new token costs one
-        position, not the whole prefix; without it the window is recomputed at
-        each step (same tokens, same logits). Past ``block_size`` the context
-        slides: the model sees the last ``block_size`` tokens (see the module
-        docstring for what that costs with the cache). The model runs in eval mode
-        (no dropout) and under ``no_grad``; its mode is restored afterwards.
-        ``return_logits``: also return the logits of every step (B, new, vocab_size).
+        ``temperature=0`` is greedy; ``top_k`` / ``top_p`` keep only the likeliest
+        tokens (``models.generation``); ``rng`` (a Generator or seed) makes sampling
+        reproducible. ``use_cache`` keeps each layer's keys and values, so a new
+        token costs one position; without it the window is recomputed at each step
+        (same tokens, same logits). Runs in eval mode under ``no_grad``, then
+        restores the mode. ``return_logits``: also the logits of every step (B, new, vocab_size).
         """
         c = self.config
         idx = token_batch(idx, c.vocab_size, "GPT.generate")
