@@ -62,13 +62,6 @@ class linear:
         return out + bias[0] if bias else out
 
 
-def check_approximate(approximate: str, who: str = "gelu") -> str:
-    """GELU's ``approximate`` argument, checked (the one place it is)."""
-    if approximate not in ("none", "tanh"):
-        raise ValueError(f"{who}: approximate must be 'none' or 'tanh', not {approximate!r}")
-    return approximate
-
-
 def _gelu_gate_composite(x, approximate):
     """GELU's gate, the factor multiplying x: Phi(x) = (1 + erf(x / sqrt 2)) / 2, or GPT-2's tanh form."""
     if approximate == "tanh":
@@ -82,11 +75,11 @@ class gelu:
 
     The forward keeps the gate (Phi(x), or its tanh form) that multiplies x: the
     derivative is a few multiplications from it, with no tanh or erf again.
+    ``approximate`` is checked where users pass it (``minigrad/nn/checks.py``).
     """
     samples = [sample((3, 4)), sample((3, 4), approximate="tanh")]
 
     def forward(x, *, approximate="none"):
-        check_approximate(approximate)
         out, gate = kernels.gelu(x, approximate)  # = x * gate, gate = 0.5 * (1 + erf(x / sqrt(2))) or tanh form
         return out, gate  # (output, saved)
 
@@ -94,7 +87,7 @@ class gelu:
         return (gelu_grad(x, g, approximate=approximate, saved=out._saved),)
 
     def composite(x, *, approximate="none"):
-        return x * _gelu_gate_composite(x, check_approximate(approximate))
+        return x * _gelu_gate_composite(x, approximate)
 
 
 @op()
@@ -109,7 +102,6 @@ class gelu_grad:
     samples = [sample((3, 4), (3, 4)), sample((3, 4), (3, 4), approximate="tanh"), sample((3, 4), (4,))]
 
     def forward(x, g, *, approximate="none", saved=None):
-        check_approximate(approximate, "gelu_grad")
         gate = kernels.gelu_gate(x, approximate) if saved is None else saved
         if gate.shape != x.shape:
             raise ValueError(f"the gate saved by gelu(x) must have x's shape {x.shape}, got {gate.shape}")
@@ -128,7 +120,7 @@ class gelu_grad:
         return u * g * second, gelu_grad(x, u, approximate=approximate, saved=saved)
 
     def composite(x, g, *, approximate="none", saved=None):
-        gate = _gelu_gate_composite(x, check_approximate(approximate, "gelu_grad"))
+        gate = _gelu_gate_composite(x, approximate)
         if approximate == "tanh":
             du = _SQRT_2_OVER_PI * (1.0 + 3 * _GELU_CUBIC * x * x)  # d/dx of tanh's argument
             return g * gate * (1.0 + 2.0 * x * du * (1.0 - gate))  # gate' = 2 gate (1 - gate) du

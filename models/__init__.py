@@ -2,13 +2,14 @@
 
 | file | what it holds |
 |---|---|
-| ``gpt.py``        | ``GPTConfig``, ``GPT``: decoder-only LM (GPT-2 or LLaMA-style parts), KV-cache generation |
+| ``gpt.py``        | ``GPTConfig``, ``CausalSelfAttention``, ``MLP``, ``Block``, ``GPT``: decoder-only LM, KV cache |
 | ``gpt2.py``       | Hugging Face GPT-2 weights into ``GPT`` and back (``from_gpt2``, ``save_gpt2``) |
 | ``encoder.py``    | ``EncoderConfig``, ``MaskedLM``: bidirectional encoder + masked-LM head; BERT's ``mask_tokens`` |
 | ``seq2seq.py``    | ``Seq2SeqConfig``, ``Seq2Seq``: the encoder-decoder of "Attention Is All You Need" |
 | ``rnn.py``        | ``RNNConfig``, ``RNNLM``: RNN / LSTM / GRU language models with GPT's interface |
 | ``generation.py`` | sampling (temperature, top-k, top-p, greedy) and the decoding loop all models share |
 | ``costs.py``      | parameter, FLOP and KV-cache counts from a config, without building a model |
+| ``config_checks.py`` | the rules the configs check their fields by, each written once |
 
 Every language model here has ``forward(idx, targets=None) -> (logits, loss)``
 (the encoder-decoder: ``forward(src, tgt_in, tgt_out=None)``) and a

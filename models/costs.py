@@ -43,6 +43,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import config_checks as check
+
 # --------------------------------------------------------------------------------------
 # Reading a config
 # --------------------------------------------------------------------------------------
@@ -93,15 +95,9 @@ class _Shape:
         return shape
 
     def _check(self) -> None:
-        if self.d_model % self.n_head:
-            raise ValueError(f"costs: d_model={self.d_model} is not divisible by n_head={self.n_head}")
-        if self.n_head % self.n_kv_head:
-            raise ValueError(f"costs: n_head={self.n_head} is not divisible by n_kv_head={self.n_kv_head} "
-                             f"(each key/value head must serve the same number of query heads)")
-        for name, allowed in (("norm", ("layernorm", "rmsnorm")), ("position", ("learned", "sinusoidal", "rope")),
-                              ("mlp", ("gelu", "swiglu"))):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"costs: {name}={getattr(self, name)!r}; expected one of {allowed}")
+        check.heads(self, n_kv_head=self.n_kv_head, who="costs")
+        check.choices(self, who="costs", norm=("layernorm", "rmsnorm"), position=("learned", "sinusoidal", "rope"),
+                      mlp=("gelu", "swiglu"))
         if self.position == "learned" and self.block_size <= 0:
             raise ValueError("costs: learned positions need block_size > 0 (one embedding per position)")
 

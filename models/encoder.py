@@ -28,9 +28,9 @@ import numpy as np
 from minigrad import nn
 from minigrad.nn import functional as F
 from minigrad.nn import init
+from minigrad.nn.checks import GELU_FORMS, IGNORE_INDEX, target_batch, token_batch
 
-from . import generation
-from ._checks import check_positive_int
+from . import config_checks as check
 from .gpt import normal_init
 
 
@@ -53,24 +53,18 @@ class EncoderConfig:
     norm_eps: float = 1e-5
     pad_id: int | None = None
 
-    def __post_init__(self):
-        for name in ("vocab_size", "block_size", "n_layer", "n_head", "d_model"):
-            check_positive_int("EncoderConfig", name, getattr(self, name))
+    def __post_init__(self):  # each rule is written once, in models/config_checks.py
+        check.positive_ints(self, "vocab_size", "block_size", "n_layer", "n_head", "d_model")
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model
-        check_positive_int("EncoderConfig", "d_ff", self.d_ff)
-        for name, allowed in (("norm", ("layernorm", "rmsnorm")), ("position", ("learned", "sinusoidal")),
-                              ("gelu_approximate", ("tanh", "none"))):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"EncoderConfig: {name}={getattr(self, name)!r}; expected one of {allowed}")
-        if self.d_model % self.n_head:
-            raise ValueError(f"EncoderConfig: d_model={self.d_model} must be divisible by n_head={self.n_head} "
-                             f"(each head gets d_model // n_head features)")
-        if not (isinstance(self.dropout, int | float) and 0 <= self.dropout < 1):
-            raise ValueError(f"EncoderConfig: dropout must be in [0, 1), got {self.dropout!r}")
-        if self.pad_id is not None and not 0 <= self.pad_id < self.vocab_size:
-            raise ValueError(f"EncoderConfig: pad_id={self.pad_id} is not a token id in [0, {self.vocab_size})")
-
+        check.positive_ints(self, "d_ff")
+        check.choices(self, norm=("layernorm", "rmsnorm"), position=("learned", "sinusoidal"),
+                      gelu_approximate=GELU_FORMS)
+        check.heads(self)
+        check.probabilities(self, "dropout")
+        check.positive_numbers(self, "norm_eps")
+        check.bools(self, "bias", "tie_weights")
+        check.token_ids(self, "vocab_size", "pad_id")
 
 
 class MaskedLM(nn.Module):
@@ -81,8 +75,7 @@ class MaskedLM(nn.Module):
 
     def __init__(self, config: EncoderConfig, *, seed: int | None = None, rng: np.random.Generator | None = None):
         super().__init__()
-        if not isinstance(config, EncoderConfig):
-            raise TypeError(f"MaskedLM: config must be an EncoderConfig, got {type(config).__name__}")
+        check.config_type(config, EncoderConfig, "MaskedLM")
         rng = init.resolve_rng(rng, seed, who="MaskedLM")
         self.config = c = config
 
@@ -119,7 +112,7 @@ class MaskedLM(nn.Module):
         to; by default ``idx == config.pad_id`` when the config has a pad_id.
         """
         c = self.config
-        idx = generation.token_batch(idx, c.vocab_size, "MaskedLM.forward")
+        idx = token_batch(idx, c.vocab_size, "MaskedLM.forward")
         B, T = idx.shape
         if T == 0 or T > c.block_size:
             raise ValueError(f"MaskedLM.forward: idx has shape {idx.shape}: {T} positions, but the model takes "
@@ -137,7 +130,7 @@ class MaskedLM(nn.Module):
         logits = self.lm_head(self.head_norm(self.head_act(self.head_proj(h))))  # (B, T, vocab_size)
         loss = None
         if targets is not None:
-            targets = generation.target_batch(targets, logits.shape[:2], self.config.vocab_size, "MaskedLM.forward")
+            targets = target_batch(targets, logits.shape[:2], self.config.vocab_size, "MaskedLM.forward")
             loss = F.cross_entropy(logits, targets)  # mean over the masked positions only
         return logits, loss
 
@@ -152,7 +145,7 @@ def mask_tokens(idx, *, mask_id: int, vocab_size: int, rng: np.random.Generator,
     cannot assume that an unmasked token is correct). ``targets`` holds the
     original token at chosen positions and -100 (no loss) everywhere else.
     """
-    ids = generation.token_batch(idx, vocab_size, "mask_tokens")
+    ids = token_batch(idx, vocab_size, "mask_tokens")
     if not 0 <= mask_id < vocab_size:
         raise ValueError(f"mask_tokens: mask_id={mask_id} is not a token id in [0, vocab_size={vocab_size})")
     if not 0 <= mask_prob <= 1 or not math.isfinite(mask_prob):
@@ -160,7 +153,7 @@ def mask_tokens(idx, *, mask_id: int, vocab_size: int, rng: np.random.Generator,
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"mask_tokens: rng must be a numpy.random.Generator, got {type(rng).__name__}")
     chosen = (rng.random(ids.shape) < mask_prob) & ~np.isin(ids, list(special_ids))  # (B, T)
-    targets = np.where(chosen, ids, generation.IGNORE_INDEX)
+    targets = np.where(chosen, ids, IGNORE_INDEX)
     action = rng.random(ids.shape)  # one draw per position decides what a chosen token becomes
     inputs = ids.copy()
     inputs[chosen & (action < 0.8)] = mask_id

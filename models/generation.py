@@ -19,8 +19,8 @@ returns the logits for the next one. A GPT with a KV cache feeds only the new
 token through its layers; an RNN feeds it to its recurrent state; without a
 cache a model reruns the whole sequence. The loop does not care.
 
-The first section holds the input checks the models share, so that a bad
-token id or a target of the wrong shape gets the same clear message everywhere.
+The models check their token ids and targets before they get here, with the
+checks in ``minigrad/nn/checks.py``; this file only samples.
 """
 
 from __future__ import annotations
@@ -32,43 +32,7 @@ from collections.abc import Callable
 import numpy as np
 
 from minigrad import Tensor, no_grad
-from minigrad.nn import functional as F
 from minigrad.nn import init
-
-# --------------------------------------------------------------------------------------
-# Input checks shared by the models
-# --------------------------------------------------------------------------------------
-
-
-def token_batch(idx, vocab_size: int, who: str, name: str = "idx") -> np.ndarray:
-    """``idx`` (a Tensor, ndarray or nested list of token ids) as an int64 (B, T) array, checked.
-
-    ``who`` names the caller (``GPT.forward``) and ``name`` the argument, so the
-    error says which argument of which method was wrong, and how.
-    """
-    ids = F.token_ids(idx, vocab_size, who, name, size_name="vocab_size", error=ValueError)
-    if ids.ndim != 2:
-        raise ValueError(f"{who}: {name} must be a (batch, time) array of token ids, got shape {ids.shape}")
-    return ids.astype(np.int64, copy=False)
-
-
-def target_batch(targets, shape: tuple, vocab_size: int, who: str, name: str = "targets") -> np.ndarray:
-    """Targets as an int64 array of ``shape``: ids in [0, vocab_size), or -100 where no loss is wanted."""
-    ids = np.asarray(targets.data if isinstance(targets, Tensor) else targets)
-    if ids.dtype.kind not in "iu":
-        raise TypeError(f"{who}: {name} must hold integer token ids, got dtype {ids.dtype} (shape {ids.shape})")
-    if ids.shape != tuple(shape):
-        raise ValueError(f"{who}: {name} must have shape {tuple(shape)} (one target per input position), "
-                         f"got {ids.shape}")
-    bad = (ids != IGNORE_INDEX) & ((ids < 0) | (ids >= vocab_size))
-    if bad.any():
-        raise ValueError(f"{who}: {name} holds token id {ids[bad][0]}, outside [0, vocab_size={vocab_size}) "
-                         f"(use {IGNORE_INDEX} for positions without a target)")
-    return ids.astype(np.int64, copy=False)
-
-
-IGNORE_INDEX = -100  # a target equal to this adds nothing to the loss (PyTorch's convention)
-
 
 # --------------------------------------------------------------------------------------
 # From logits to the next token

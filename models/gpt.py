@@ -6,6 +6,12 @@
       -> final norm -> linear head (sharing the token embedding's matrix when tie_weights)
       -> logits (B, T, vocab_size), and the cross-entropy against targets (B, T) when given
 
+The file reads in that order: ``GPTConfig``, ``CausalSelfAttention`` (the
+q/k/v projections, RoPE, the KV cache, grouped-query heads and one call to
+``F.scaled_dot_product_attention``), ``MLP``, ``Block`` and ``GPT``. Below it
+lie only the library's layers (``nn.Linear``, ``nn.LayerNorm``, ...) and the
+attention formula, ``softmax(q k^T / sqrt(head_dim)) v``, in ``minigrad.nn.functional``.
+
 ``GPTConfig`` chooses along the axes the transformer lesson compares: LayerNorm
 or RMSNorm, learned / sinusoidal / rotary positions, a GELU MLP or SwiGLU,
 multi-head or grouped-query attention (``n_kv_head < n_head``), biases on or
@@ -35,12 +41,10 @@ import numpy as np
 from minigrad import nn
 from minigrad.nn import KVCache, init
 from minigrad.nn import functional as F
+from minigrad.nn.checks import GELU_FORMS, target_batch, token_batch
 
+from . import config_checks as check
 from . import generation
-from ._checks import check_positive_int
-
-_CHOICES = {"norm": ("layernorm", "rmsnorm"), "position": ("learned", "sinusoidal", "rope"),
-            "mlp": ("gelu", "swiglu"), "gelu_approximate": ("tanh", "none")}
 
 
 @dataclass
@@ -57,45 +61,119 @@ class GPTConfig:
     norm: str = "layernorm"  # or "rmsnorm"
     position: str = "learned"  # or "sinusoidal", "rope"
     mlp: str = "gelu"  # or "swiglu"
-    gelu_approximate: str = "tanh"  # GPT-2's tanh formula (fast); "none": exact erf (about 10x slower in NumPy)
+    gelu_approximate: str = "tanh"  # GPT-2's tanh formula; "none": the exact erf form
     dropout: float = 0.0
     bias: bool = True  # biases in every Linear and LayerNorm
     tie_weights: bool = True  # the output layer reuses the token embedding matrix
     norm_eps: float = 1e-5
 
-    def __post_init__(self):
-        for name in ("vocab_size", "block_size", "n_layer", "n_head", "d_model"):
-            check_positive_int("GPTConfig", name, getattr(self, name))
+    def __post_init__(self):  # each rule is written once, in models/config_checks.py
+        check.positive_ints(self, "vocab_size", "block_size", "n_layer", "n_head", "d_model")
         if self.n_kv_head is None:
             self.n_kv_head = self.n_head
-        check_positive_int("GPTConfig", "n_kv_head", self.n_kv_head)
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model if self.mlp == "gelu" else max(1, round(8 * self.d_model / 3))
-        check_positive_int("GPTConfig", "d_ff", self.d_ff)
-        for name, allowed in _CHOICES.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"GPTConfig: {name}={getattr(self, name)!r}; expected one of {allowed}")
-        if self.d_model % self.n_head:
-            raise ValueError(f"GPTConfig: d_model={self.d_model} must be divisible by n_head={self.n_head} "
-                             f"(each head gets d_model // n_head features)")
-        if self.n_head % self.n_kv_head:
-            raise ValueError(f"GPTConfig: n_head={self.n_head} must be divisible by n_kv_head={self.n_kv_head} "
-                             f"(each key/value head serves the same number of query heads)")
-        if self.position == "rope" and self.head_dim % 2:
-            raise ValueError(f"GPTConfig: position='rope' rotates features in pairs, so head_dim = d_model / n_head "
-                             f"= {self.d_model} / {self.n_head} = {self.head_dim} must be even")
-        if not (isinstance(self.dropout, int | float) and 0 <= self.dropout < 1):
-            raise ValueError(f"GPTConfig: dropout must be in [0, 1), got {self.dropout!r}")
-        if not (isinstance(self.norm_eps, int | float) and self.norm_eps > 0):
-            raise ValueError(f"GPTConfig: norm_eps must be a positive number, got {self.norm_eps!r}")
-        for name in ("bias", "tie_weights"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"GPTConfig: {name} must be True or False, got {getattr(self, name)!r}")
+        check.positive_ints(self, "n_kv_head", "d_ff")
+        check.choices(self, norm=("layernorm", "rmsnorm"), position=("learned", "sinusoidal", "rope"),
+                      mlp=("gelu", "swiglu"), gelu_approximate=GELU_FORMS)
+        check.heads(self, n_kv_head=self.n_kv_head)
+        if self.position == "rope":
+            check.rope_head_dim(self)
+        check.probabilities(self, "dropout")
+        check.positive_numbers(self, "norm_eps")
+        check.bools(self, "bias", "tie_weights")
 
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_head
 
+
+class CausalSelfAttention(nn.Module):
+    """Each position attends to itself and the positions before it, in ``n_head`` heads at once.
+
+    A head has head_dim = d_model / n_head features. Keys and values have
+    ``n_kv_head`` heads, each shared by n_head / n_kv_head consecutive query
+    heads (grouped-query attention; n_kv_head == n_head is plain multi-head
+    attention): fewer key/value heads, a smaller KV cache.
+    """
+
+    def __init__(self, config: GPTConfig, rng: np.random.Generator):
+        super().__init__()
+        c = config
+        self.n_head, self.n_kv_head, self.head_dim = c.n_head, c.n_kv_head, c.head_dim
+        self.q_proj = nn.Linear(c.d_model, c.n_head * c.head_dim, c.bias, rng)
+        self.k_proj = nn.Linear(c.d_model, c.n_kv_head * c.head_dim, c.bias, rng)
+        self.v_proj = nn.Linear(c.d_model, c.n_kv_head * c.head_dim, c.bias, rng)
+        self.out_proj = nn.Linear(c.d_model, c.d_model, c.bias, rng)
+        self.rope = nn.RotaryEmbedding(c.head_dim) if c.position == "rope" else None  # no weights
+        self.attn_dropout, self.rng = c.dropout, rng  # dropout on the attention weights, while training
+
+    def forward(self, x, cache: KVCache | None = None):
+        """x (B, T, d_model) -> (B, T, d_model). With a ``cache``, x holds the positions after the cached ones."""
+        B, T, d_model = x.shape
+        start = cache.length if cache is not None else 0  # how many earlier positions the cache holds
+        q = self.q_proj(x).reshape(B, T, self.n_head, self.head_dim)  # (B, T, n_head, head_dim)
+        k = self.k_proj(x).reshape(B, T, self.n_kv_head, self.head_dim)  # (B, T, n_kv_head, head_dim)
+        v = self.v_proj(x).reshape(B, T, self.n_kv_head, self.head_dim)  # (B, T, n_kv_head, head_dim)
+        q, k, v = (t.transpose(0, 2, 1, 3) for t in (q, k, v))  # (B, heads, T, head_dim): one matrix per head
+        if self.rope is not None:
+            q, k = self.rope(q, start), self.rope(k, start)  # rotated as positions start .. start + T - 1
+        if cache is not None:
+            k, v = cache.update(k, v)  # (B, n_kv_head, start + T, head_dim): the cached positions, then these
+        # softmax(q k^T / sqrt(head_dim)) v, each query seeing the keys up to its own position; the queries are
+        # the last T of the start + T positions. enable_gqa shares each key/value head with its group of queries.
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_dropout if self.training else 0.0,
+                                           is_causal=True, enable_gqa=self.n_kv_head < self.n_head,
+                                           rng=self.rng)  # (B, n_head, T, head_dim)
+        y = y.transpose(0, 2, 1, 3).reshape(B, T, d_model)  # (B, T, d_model): the heads side by side
+        return self.out_proj(y)  # (B, T, d_model)
+
+
+class MLP(nn.Module):
+    """Each position on its own, through a wider hidden layer: down(gelu(up(x))), or SwiGLU's gated form.
+
+    SwiGLU (LLaMA): down(silu(gate(x)) * up(x)), three matrices; its default
+    d_ff = 8/3 * d_model keeps the parameter count of GELU's 4 * d_model.
+    """
+
+    def __init__(self, config: GPTConfig, rng: np.random.Generator):
+        super().__init__()
+        c = config
+        self.gate_proj = nn.Linear(c.d_model, c.d_ff, c.bias, rng) if c.mlp == "swiglu" else None
+        self.up_proj = nn.Linear(c.d_model, c.d_ff, c.bias, rng)
+        self.down_proj = nn.Linear(c.d_ff, c.d_model, c.bias, rng)
+        self.approximate = c.gelu_approximate
+
+    def forward(self, x):
+        if self.gate_proj is not None:
+            h = F.silu(self.gate_proj(x)) * self.up_proj(x)  # (B, T, d_ff): the gate scales each hidden unit
+        else:
+            h = F.gelu(self.up_proj(x), approximate=self.approximate)  # (B, T, d_ff)
+        return self.down_proj(h)  # (B, T, d_model)
+
+
+def make_norm(config: GPTConfig) -> nn.Module:
+    """LayerNorm (GPT-2) or RMSNorm (LLaMA) over the d_model features of each position."""
+    if config.norm == "layernorm":
+        return nn.LayerNorm(config.d_model, eps=config.norm_eps, bias=config.bias)
+    return nn.RMSNorm(config.d_model, eps=config.norm_eps)
+
+
+class Block(nn.Module):
+    """One pre-norm layer: the positions exchange information (attention), then each is transformed (MLP)."""
+
+    def __init__(self, config: GPTConfig, rng: np.random.Generator):
+        super().__init__()
+        self.attn_norm = make_norm(config)
+        self.attn = CausalSelfAttention(config, rng)
+        self.mlp_norm = make_norm(config)
+        self.mlp = MLP(config, rng)
+        self.dropout = nn.Dropout(config.dropout, rng=rng)  # on each sublayer's output, before the residual sum
+
+    def forward(self, x, cache: KVCache | None = None):
+        x = x + self.dropout(self.attn(self.attn_norm(x), cache))  # (B, T, d_model)
+        x = x + self.dropout(self.mlp(self.mlp_norm(x)))  # (B, T, d_model)
+        return x
 
 
 def normal_init(model: nn.Module, rng: np.random.Generator, std: float = 0.02) -> None:
@@ -124,32 +202,20 @@ class GPT(nn.Module):
 
     def __init__(self, config: GPTConfig, *, seed: int | None = None, rng: np.random.Generator | None = None):
         super().__init__()
-        if not isinstance(config, GPTConfig):
-            raise TypeError(f"GPT: config must be a GPTConfig, got {type(config).__name__} "
-                            f"(from a dict: GPT(GPTConfig(**d)))")
+        check.config_type(config, GPTConfig, "GPT")
         rng = init.resolve_rng(rng, seed, who="GPT")
         self.config = c = config
 
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model, rng=rng)
-        rope = None
         if c.position == "learned":
             self.pos_emb = nn.LearnedPositionalEmbedding(c.block_size, c.d_model, rng=rng)
         elif c.position == "sinusoidal":
             self.pos_emb = nn.SinusoidalPositionalEncoding(c.d_model)
         else:
-            self.pos_emb = None
-            rope = nn.RotaryEmbedding(c.head_dim)  # no weights: one instance serves every block
+            self.pos_emb = None  # RoPE: the attention rotates q and k instead
         self.drop = nn.Dropout(c.dropout, rng=rng)
-        mlp = "swiglu" if c.mlp == "swiglu" else ("gelu_tanh" if c.gelu_approximate == "tanh" else "gelu")
-        self.blocks = nn.ModuleList(
-            nn.TransformerBlock(c.d_model, c.n_head, c.d_ff, norm_first=True, causal=True, n_kv_heads=c.n_kv_head,
-                                rope=rope, norm=c.norm, mlp=mlp, dropout=c.dropout, bias=c.bias, eps=c.norm_eps,
-                                rng=rng)
-            for _ in range(c.n_layer))
-        if c.norm == "layernorm":
-            self.norm_f = nn.LayerNorm(c.d_model, eps=c.norm_eps, bias=c.bias)
-        else:
-            self.norm_f = nn.RMSNorm(c.d_model, eps=c.norm_eps)
+        self.blocks = nn.ModuleList(Block(c, rng) for _ in range(c.n_layer))
+        self.norm_f = make_norm(c)
         self.lm_head = nn.Linear(c.d_model, c.vocab_size, bias=False, rng=rng)
         if c.tie_weights:
             # One matrix, two jobs: embedding row i is also the output direction that scores token i.
@@ -172,7 +238,7 @@ class GPT(nn.Module):
         ``idx`` then holds only the tokens after those already cached.
         """
         c = self.config
-        idx = generation.token_batch(idx, c.vocab_size, "GPT.forward")
+        idx = token_batch(idx, c.vocab_size, "GPT.forward")
         B, T = idx.shape
         start = self._check_caches(kv_caches)  # how many earlier positions the caches hold
         if T == 0 or start + T > c.block_size:
@@ -191,7 +257,7 @@ class GPT(nn.Module):
 
         loss = None
         if targets is not None:
-            targets = generation.target_batch(targets, (B, T), c.vocab_size, "GPT.forward")
+            targets = target_batch(targets, (B, T), c.vocab_size, "GPT.forward")
             loss = F.cross_entropy(logits, targets)  # mean over the positions that have a target
         return logits, loss
 
@@ -210,19 +276,15 @@ class GPT(nn.Module):
                  return_logits: bool = False):
         """Continue each prompt in ``idx`` (B, T) by ``max_new_tokens`` tokens; returns (B, T + new) int64.
 
-        ``temperature=0`` is greedy decoding; ``top_k`` / ``top_p`` restrict
-        sampling to the likeliest tokens (``models.generation``). ``rng`` (a
-        NumPy Generator or seed) makes sampling reproducible. ``use_cache``
-        keeps each layer's keys and values, so every new token costs one
-        position, not the whole prefix; without it the window is recomputed at
-        each step (same tokens, same logits). Past ``block_size`` the context
-        slides: the model sees the last ``block_size`` tokens (see the module
-        docstring for what that costs with the cache). The model runs in eval mode
-        (no dropout) and under ``no_grad``; its mode is restored afterwards.
-        ``return_logits``: also return the logits of every step (B, new, vocab_size).
+        ``temperature=0`` is greedy; ``top_k`` / ``top_p`` keep only the likeliest
+        tokens (``models.generation``); ``rng`` (a Generator or seed) makes sampling
+        reproducible. ``use_cache`` keeps each layer's keys and values, so a new
+        token costs one position; without it the window is recomputed at each step
+        (same tokens, same logits). Runs in eval mode under ``no_grad``, then
+        restores the mode. ``return_logits``: also the logits of every step (B, new, vocab_size).
         """
         c = self.config
-        idx = generation.token_batch(idx, c.vocab_size, "GPT.generate")
+        idx = token_batch(idx, c.vocab_size, "GPT.generate")
         if idx.shape[1] == 0:
             raise ValueError(f"GPT.generate: idx must hold a prompt of at least one token per row, got shape "
                              f"{idx.shape}")

@@ -92,8 +92,8 @@ def test_config_as_object_and_defaults():
 
 
 @pytest.mark.parametrize("changes, message", [
-    (dict(n_head=5), "d_model=16 is not divisible by n_head=5"),
-    (dict(n_kv_head=3), "n_head=4 is not divisible by n_kv_head=3"),
+    (dict(n_head=5), "costs: d_model=16 must be divisible by n_head=5"),
+    (dict(n_kv_head=3), "costs: n_head=4 must be divisible by n_kv_head=3"),
     (dict(norm="batchnorm"), "norm='batchnorm'"),
     (dict(mlp="relu"), "mlp='relu'"),
     (dict(block_size=0), "learned positions need block_size > 0"),

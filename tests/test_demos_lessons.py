@@ -107,9 +107,8 @@ def test_rnn_saves_the_curve(rnn_run):
 # Attention from scratch
 # --------------------------------------------------------------------------------------
 
-# The hand-made vectors' scores and weights, the mask, the 808 parameters are the attention notebook's
-# numbers. The sqrt(d_k) table is drawn from the lesson's own generator (the notebook's came after an RNN's
-# draws from the same seed), so its figures are this lesson's.
+# The sqrt(d_k) table comes from the lesson's own random draws (seed 0, in the order the lesson uses
+# them); the other numbers (the hand-made vectors, the mask, the 808 parameters) are exact.
 ATTENTION_PRINTED = """
 pain -> the      score  0.00   weight 0.038
 pain -> patient  score  0.20   weight 0.046

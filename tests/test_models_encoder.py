@@ -71,7 +71,7 @@ def test_config_checks_and_round_trips():
         EncoderConfig(vocab_size=VOCAB, block_size=8, d_model=10)
     with pytest.raises(ValueError, match=r"position='rope'; expected one of \('learned', 'sinusoidal'\)"):
         EncoderConfig(vocab_size=VOCAB, block_size=8, position="rope")
-    with pytest.raises(ValueError, match=r"pad_id=12 is not a token id in \[0, 12\)"):
+    with pytest.raises(ValueError, match=r"pad_id=12 is not a token id in \[0, vocab_size=12\)"):
         EncoderConfig(vocab_size=VOCAB, block_size=8, pad_id=12)
 
 

@@ -130,15 +130,3 @@ def test_the_loop_runs_without_recording_a_graph_and_samples_reproducibly():
     np.testing.assert_array_equal(a, b)
     assert not any(recorded)
     assert len(np.unique(a[:, 1:])) > 1  # uniform logits: the draws vary
-
-
-def test_token_checks_name_the_caller_and_argument():
-    with pytest.raises(ValueError, match=r"Model.run: src holds token id 7, outside \[0, vocab_size=5\) "
-                                         r"\(2 such id\(s\)"):
-        gen.token_batch([[1, 7, 9]], 5, "Model.run", "src")
-    with pytest.raises(TypeError, match="Model.run: idx must hold integer token ids, got dtype float32"):
-        gen.token_batch(mg.Tensor([[1.0]]), 5, "Model.run")
-    with pytest.raises(ValueError, match=r"labels must have shape \(1, 2\) \(one target per input position\), got "
-                                         r"\(2,\)"):
-        gen.target_batch(np.array([1, 2]), (1, 2), 5, "Model.run", "labels")
-    np.testing.assert_array_equal(gen.target_batch([[1, -100]], (1, 2), 5, "Model.run"), [[1, -100]])

@@ -46,15 +46,17 @@ def test_config_fills_defaults_and_round_trips_as_a_dict():
     (dict(position="rope", d_model=12), "head_dim = d_model / n_head = 12 / 4 = 3 must be even"),
     (dict(n_layer=0), "n_layer must be a positive integer, got 0"),
     (dict(vocab_size=2.5), "vocab_size must be a positive integer, got 2.5"),
-    (dict(dropout=1.0), "dropout must be in"),
+    (dict(dropout=1.5), "dropout must be a probability in [0, 1], got 1.5"),
+    (dict(dropout=-0.1), "dropout must be a probability in [0, 1], got -0.1"),
 ])
 def test_config_rejects_bad_values_naming_them(changes, message):
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
         config(**changes)
 
 
 def test_model_needs_a_config_object():
-    with pytest.raises(TypeError, match="GPT: config must be a GPTConfig, got dict"):
+    with pytest.raises(TypeError, match=r"GPT: config must be an instance of GPTConfig, got dict "
+                                        r"\(from a dict: GPT\(GPTConfig\(\*\*d\)\)\)"):
         GPT(dataclasses.asdict(config()))
 
 

@@ -226,7 +226,7 @@ def test_returned_weights_are_differentiable():
 def test_construction_errors():
     with pytest.raises(ValueError, match="d_model=10 must be divisible by n_heads=3"):
         nn.MultiHeadAttention(10, 3)
-    with pytest.raises(ValueError, match="n_heads=4 must be a multiple of n_kv_heads=3"):
+    with pytest.raises(ValueError, match="n_heads=4 must be divisible by n_kv_heads=3"):
         nn.MultiHeadAttention(8, 4, n_kv_heads=3)
     with pytest.raises(ValueError, match="RotaryEmbedding has head_dim=6"):
         nn.MultiHeadAttention(8, 2, rope=nn.RotaryEmbedding(6))

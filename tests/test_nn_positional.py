@@ -80,7 +80,8 @@ def test_rope_scores_depend_only_on_the_offset_between_query_and_key():
 
 
 def test_rope_head_dim_must_be_even():
-    with pytest.raises(ValueError, match="RotaryEmbedding: head_dim must be even"):
+    with pytest.raises(ValueError, match="RotaryEmbedding: RoPE rotates features in pairs, so head_dim = 5 must be "
+                                         "even"):
         nn.RotaryEmbedding(5)
 
 

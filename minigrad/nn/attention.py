@@ -41,7 +41,8 @@ import numpy as np
 from .. import cat
 from ..tensor import Tensor
 from . import functional as F
-from .layers import Linear, check_features, check_input, describe
+from .checks import check_features, check_heads, check_input, check_mask_broadcasts, check_padding_mask, describe
+from .layers import Linear
 from .module import Module
 from .positional import RotaryEmbedding
 
@@ -99,11 +100,7 @@ class MultiHeadAttention(Module):
                  rng: np.random.Generator | None = None):
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        if n_heads <= 0 or d_model % n_heads:
-            raise ValueError(f"MultiHeadAttention: d_model={d_model} must be divisible by n_heads={n_heads}")
-        if n_kv_heads <= 0 or n_heads % n_kv_heads:
-            raise ValueError(f"MultiHeadAttention: n_heads={n_heads} must be a multiple of n_kv_heads={n_kv_heads} "
-                             f"(each key/value head serves a whole group of query heads)")
+        check_heads("MultiHeadAttention", d_model, n_heads, n_kv_heads)
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.head_dim = d_model // n_heads
         self.dropout, self.rng = dropout, rng
@@ -186,13 +183,10 @@ class MultiHeadAttention(Module):
         """One mask for F.scaled_dot_product_attention: bool (True = may attend) or float (added)."""
         scores_shape = (B, self.n_heads, Tq, Tk)
         if attn_mask is not None:
-            F.check_mask_broadcasts(describe(self), "attn_mask", attn_mask, scores_shape)
+            check_mask_broadcasts(describe(self), "attn_mask", attn_mask, scores_shape)
         if key_padding_mask is None:
             return attn_mask
-        padding = key_padding_mask.data if isinstance(key_padding_mask, Tensor) else np.asarray(key_padding_mask)
-        if padding.dtype != np.bool_ or padding.shape != (B, Tk):
-            raise ValueError(f"{describe(self)}: key_padding_mask must be bool (B, Tk) = {(B, Tk)} with True at "
-                             f"padding, got {padding.shape} {padding.dtype}")
+        padding = check_padding_mask(describe(self), key_padding_mask, (B, Tk))
         keep = ~padding[:, None, None, :]  # (B, 1, 1, Tk)
         if attn_mask is None:
             return keep

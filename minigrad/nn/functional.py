@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import fused as _ops
 from ..tensor import Tensor
+from .checks import check_approximate, check_mask_broadcasts, check_probability, token_ids
 from .init import resolve_rng
 
 
@@ -66,7 +67,7 @@ def silu(input: Tensor) -> Tensor:
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """x * Phi(x), Phi the standard normal CDF; ``approximate='tanh'`` is GPT-2's tanh formula."""
-    return _ops.gelu(input, approximate=_ops.check_approximate(approximate))
+    return _ops.gelu(input, approximate=check_approximate(approximate))
 
 
 def softmax(input: Tensor, dim: int = -1) -> Tensor:
@@ -96,18 +97,8 @@ def cross_entropy(input: Tensor, target, ignore_index: int = -100, reduction: st
         raise ValueError(f"cross_entropy: logits must be float with classes on the last axis, (N, C) or "
                          f"(B, T, C); got shape {input.shape} {input.dtype}")
     n_classes = input.shape[-1]
-    target = _array(target)
-    if target.dtype.kind not in "iu":
-        raise TypeError(f"cross_entropy: targets must be integer class indices, got {target.dtype} "
-                        f"(shape {target.shape})")
-    if target.shape != input.shape[:-1]:
-        raise ValueError(f"cross_entropy: logits of shape {input.shape} need targets of shape {input.shape[:-1]}, "
-                         f"got {target.shape}")
-    counted = target != ignore_index
-    out_of_range = counted & ((target < 0) | (target >= n_classes))
-    if out_of_range.any():
-        raise IndexError(f"cross_entropy: target {target[out_of_range][0]} is out of range for {n_classes} classes "
-                         f"(targets shape {target.shape}, ignore_index={ignore_index})")
+    target = token_ids(target, n_classes, "cross_entropy", "target", "classes", kind="class id",
+                       shape=input.shape[:-1], why=f"one per row of logits {input.shape}", ignore_index=ignore_index)
     logits, flat = input.reshape(-1, n_classes), target.reshape(-1)  # (N, C), (N,)
     loss = _ops.cross_entropy(logits, flat, ignore_index=ignore_index, reduction=reduction)
     return loss.reshape(target.shape) if reduction == "none" else loss
@@ -144,13 +135,6 @@ def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps:
     return _ops.rms_norm(input, weight, eps=eps)
 
 
-def check_probability(p, who: str = "dropout") -> float:
-    """Dropout's ``p``, checked (the one place it is): a number in [0, 1]."""
-    if isinstance(p, bool) or not isinstance(p, int | float | np.floating | np.integer) or not 0.0 <= p <= 1.0:
-        raise ValueError(f"{who}: p must be a probability in [0, 1], got {p!r}")
-    return float(p)
-
-
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, rng: np.random.Generator | None = None) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by 1/(1-p); identity when not training."""
     check_probability(p)
@@ -161,24 +145,6 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, rng: np.random
     keep = resolve_rng(rng).random(input.shape) >= p
     # Inverted dropout: scaling now keeps the expected value, so eval needs no rescaling.
     return input * (keep / (1.0 - p)).astype(input.dtype)
-
-
-def token_ids(input, num_embeddings: int, who: str = "embedding", name: str = "ids", size_name: str = "num_embeddings",
-              error: type[Exception] = IndexError) -> np.ndarray:
-    """``input`` as an integer ndarray, checked to lie in [0, num_embeddings): the one check of token ids.
-
-    ``who`` names the caller and ``name`` the argument (``GPT.forward``, ``idx``), so the
-    message says which argument of which call was wrong. Out-of-range ids raise
-    ``error``: IndexError for a table lookup (as PyTorch), the models pass ValueError.
-    """
-    ids = _array(input)
-    if ids.dtype.kind not in "iu":
-        raise TypeError(f"{who}: {name} must hold integer token ids, got dtype {ids.dtype} (shape {ids.shape})")
-    if ids.size and (ids.min() < 0 or ids.max() >= num_embeddings):
-        bad = ids[(ids < 0) | (ids >= num_embeddings)]
-        raise error(f"{who}: {name} holds token id {bad[0]}, outside [0, {size_name}={num_embeddings}) "
-                    f"({len(bad)} such id(s); {name} shape {ids.shape}, min {ids.min()}, max {ids.max()})")
-    return ids
 
 
 def embedding(input, weight: Tensor) -> Tensor:
@@ -296,21 +262,6 @@ def _attention_scores_shape(who: str, q: Tensor, k: Tensor, v: Tensor, enable_gq
         raise ValueError(f"{who}: the leading (batch, head) axes of query, key and value do not broadcast; "
                          f"got {shapes}") from None
     return batch + heads + (q.shape[-2], k.shape[-2])
-
-
-def check_mask_broadcasts(who: str, name: str, mask, shape: tuple) -> None:
-    """Raise a clear error unless ``mask`` (bool or float) broadcasts to ``shape`` without growing it."""
-    arr = _array(mask)
-    if arr.dtype != np.bool_ and arr.dtype.kind != "f":
-        raise TypeError(f"{who}: {name} must be bool (True = may attend) or float (added to the scores), "
-                        f"got {arr.dtype}")
-    try:
-        fits = np.broadcast_shapes(arr.shape, shape) == tuple(shape)
-    except ValueError:
-        fits = False
-    if not fits:
-        raise ValueError(f"{who}: {name} of shape {arr.shape} does not broadcast to the attention scores' "
-                         f"shape {tuple(shape)} (batch..., heads, Tq, Tk)")
 
 
 def _group_heads(mask, ndim: int, n_kv: int, n_heads: int):

@@ -13,56 +13,11 @@ import math
 
 import numpy as np
 
-from ..fused import check_approximate
 from ..tensor import Tensor
 from . import functional as F
 from . import init
+from .checks import check_approximate, check_features, check_input, check_probability, describe
 from .module import Module, Parameter
-
-
-def describe(layer: Module) -> str:
-    """A layer as its class and arguments, ``Linear(in_features=4, ...)``, for error messages."""
-    return f"{type(layer).__name__}({layer.extra_repr()})"
-
-
-def check_input(layer: Module, x, name: str = "input", dtype: bool = True) -> None:
-    """Raise a TypeError naming ``layer`` unless ``x`` is a Tensor (of the dtype of the layer's parameters).
-
-    The dtype rule (PyTorch's): a layer never converts its input. A float64 batch
-    reaching float32 weights would otherwise turn the whole model's activations
-    (and, through the matmul's promotion, its computation) into float64, silently
-    and at twice the cost; so it is an error that says which conversion to make.
-    """
-    _check_tensor(layer, x, name)
-    if dtype:
-        _check_dtype(layer, x, name)
-
-
-def check_features(layer: Module, x: Tensor, expected: int, name: str = "input") -> None:
-    """Raise a ValueError naming ``layer`` unless ``x``'s last axis has ``expected`` features (and ``check_input``)."""
-    _check_tensor(layer, x, name)
-    if x.ndim == 0 or x.shape[-1] != expected:
-        raise ValueError(f"{describe(layer)}: the {name} has shape {x.shape}, but its last axis should have "
-                         f"{expected} features")
-    _check_dtype(layer, x, name)
-
-
-def _check_tensor(layer: Module, x, name: str) -> None:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{describe(layer)}: the {name} must be a minigrad Tensor, got {type(x).__name__}; "
-                        f"make one with mg.tensor(...) (Python numbers become float32)")
-
-
-def _check_dtype(layer: Module, x: Tensor, name: str) -> None:
-    param = next(layer.parameters(), None)
-    if param is None or x.dtype == param.dtype:
-        return
-    if x.dtype.kind != "f":
-        raise TypeError(f"{describe(layer)}: the {name} has dtype {x.dtype}, but the layer computes in floating "
-                        f"point ({param.dtype}); convert it with x.astype(np.{param.dtype})")
-    raise TypeError(f"{describe(layer)}: the {name} is {x.dtype} but the layer's parameters are {param.dtype}; "
-                    f"layers do not convert their input (as in PyTorch). Convert the input with "
-                    f"x.astype(np.{param.dtype}), or the model with model.to(np.{x.dtype})")
 
 
 class Linear(Module):
@@ -149,7 +104,7 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5, rng: np.random.Generator | None = None):
         super().__init__()
-        self.p, self.rng = F.check_probability(p, "Dropout"), rng
+        self.p, self.rng = check_probability(p, "Dropout"), rng
 
     def forward(self, x: Tensor) -> Tensor:
         check_input(self, x)

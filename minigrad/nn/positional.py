@@ -22,7 +22,7 @@ import numpy as np
 from .. import cat
 from ..tensor import Tensor
 from . import init
-from .layers import check_features, describe
+from .checks import check_features, check_rope_head_dim, describe
 from .module import Module, Parameter
 
 
@@ -86,8 +86,7 @@ class RotaryEmbedding(Module):
 
     def __init__(self, head_dim: int, base: float = 10000.0):
         super().__init__()
-        if head_dim % 2:
-            raise ValueError(f"RotaryEmbedding: head_dim must be even (features are rotated in pairs), got {head_dim}")
+        check_rope_head_dim("RotaryEmbedding", head_dim)
         self.head_dim, self.base = head_dim, base
 
     def angles(self, T: int, offset: int = 0) -> np.ndarray:

@@ -23,7 +23,7 @@ from .. import stack
 from ..tensor import Tensor
 from . import functional as F
 from . import init
-from .layers import check_features, check_input, describe
+from .checks import check_features, check_input, describe
 from .module import Module, ModuleList, Parameter
 
 

@@ -22,8 +22,9 @@ import numpy as np
 
 from ..tensor import Tensor
 from .attention import KVCache, MultiHeadAttention
+from .checks import describe
 from .feedforward import MLP, SwiGLU
-from .layers import Dropout, LayerNorm, RMSNorm, describe
+from .layers import Dropout, LayerNorm, RMSNorm
 from .module import Module
 from .positional import RotaryEmbedding
 
