@@ -173,3 +173,192 @@ def _graph(root) -> list:
         out.append(t)
         stack.extend(t._inputs or ())
     return out
+
+
+# --------------------------------------------------------------------------------------
+# 3. The backward pass: order and accumulation, on random graphs with reused tensors
+# --------------------------------------------------------------------------------------
+
+
+def random_graph(rng, dtype, n_leaves: int = 3, n_ops: int = 8):
+    """A random expression over leaves of shape (3, 4), (4,) and (3, 1), reusing tensors; (root, leaves, uses).
+
+    ``uses[id(t)]``: how many ops read t (a tensor read twice must get two shares).
+    """
+    shapes = [(3, 4), (4,), (3, 1)]
+    leaves = [mg.tensor(rng.standard_normal(shapes[i % 3]).astype(dtype), requires_grad=True, name=f"leaf{i}")
+              for i in range(n_leaves)]
+    pool = list(leaves)
+    uses: dict[int, int] = {}
+
+    def pick():
+        t = pool[int(rng.integers(len(pool)))]
+        uses[id(t)] = uses.get(id(t), 0) + 1
+        return t
+
+    for _ in range(n_ops):
+        kind = int(rng.integers(6))
+        if kind == 0:
+            a = pick()
+            new = a * a  # the same tensor twice, into one op
+            uses[id(a)] += 1
+        elif kind == 1:
+            new = pick() + pick()
+        elif kind == 2:
+            new = pick() * pick()
+        elif kind == 3:
+            new = pick().tanh()
+        elif kind == 4:
+            new = (pick() - pick()).sigmoid()
+        else:
+            new = pick().sum(axis=-1, keepdims=True) * 0.5
+        pool.append(new)
+    root = pool[-1].sum()
+    uses[id(pool[-1])] = uses.get(id(pool[-1]), 0) + 1
+    for leaf in leaves:  # every leaf used at least once more: the root depends on all of them
+        root = root + (leaf * leaf).sum() * 0.1
+        uses[id(leaf)] = uses.get(id(leaf), 0) + 2
+    return root, leaves, uses
+
+
+def _reachable(root) -> dict[int, mg.Tensor]:
+    found, stack = {}, [root]
+    while stack:
+        t = stack.pop()
+        if id(t) not in found:
+            found[id(t)] = t
+            stack.extend(t._inputs or ())
+    return found
+
+
+def _label(t) -> str:
+    return t.name if t.name else (f"a tensor made by '{t._op.name}'" if t._op else "a leaf")
+
+
+def check_3(m, rng, say) -> None:
+    for trial in range(6):
+        root, leaves, uses = random_graph(rng, np.float64)
+        order = run_learner("toposort", m.toposort, root, hint_key="sort")
+        reachable = _reachable(root)
+        ids = [id(t) for t in order]
+        if len(set(ids)) != len(ids):
+            twice = next(t for t in order if ids.count(id(t)) > 1)
+            fail(f"toposort (random graph {trial})", f"lists {_label(twice)} {ids.count(id(twice))} times; each "
+                                                     f"tensor goes in once (keep a set of visited ids)", "sort")
+        missing = [t for i, t in reachable.items() if i not in set(ids) and t.requires_grad]
+        if missing:
+            fail(f"toposort (random graph {trial})", f"leaves out {len(missing)} of the {len(reachable)} tensors the "
+                                                     f"root depends on, e.g. {_label(missing[0])}", "sort")
+        if ids[-1] != id(root):
+            fail(f"toposort (random graph {trial})", "the root must come last", "sort")
+        position = {i: k for k, i in enumerate(ids)}
+        for t in order:
+            for x in t._inputs:
+                if id(x) in position and position[id(x)] > position[id(t)]:
+                    fail(f"toposort (random graph {trial})",
+                         f"{_label(t)} (position {position[id(t)]}) comes before its input {_label(x)} (position "
+                         f"{position[id(x)]}); every tensor must come after all of its inputs", "sort")
+    say("toposort: each tensor once, after all of its inputs, the root last (6 random graphs)")
+
+    # A tensor used three times, on its own, first: the classic accumulation bug is named as such.
+    x = mg.tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True, name="x")
+    y = (x * x + x.tanh()).sum()
+    (expected,) = mg.grad(y, [x], retain_graph=True)
+    (got,) = run_learner("grads on (x * x + tanh x).sum()", m.grads, y, [x], hint_key="loop")
+    compare("grads of (x * x + tanh(x)).sum() with respect to x, which three ops read (x*x reads it twice): "
+            "its gradient is the sum of the three shares, 2x + (1 - tanh(x)^2)", expected, got, "loop")
+    for dtype in DTYPES:
+        for trial in range(5):
+            root, leaves, uses = random_graph(rng, dtype, n_ops=6 + 2 * trial)
+            expected = mg.grad(root, leaves, retain_graph=True)
+            got = run_learner(f"grads (random graph {trial})", m.grads, root, leaves, hint_key="loop")
+            if not isinstance(got, list | tuple) or len(got) != len(leaves):
+                fail("grads", f"must return one gradient per leaf ({len(leaves)}), got {type(got).__name__}", "loop")
+            for leaf, e, g in zip(leaves, expected, got):
+                compare(f"grads (random graph {trial}, {dtype.__name__}), d root / d {leaf.name} (shape {leaf.shape}, "
+                        f"read by {uses.get(id(leaf), 0)} ops: its gradient is the sum of their shares)", e, g, "loop")
+    say("grads: equals mg.grad for every leaf of 10 random graphs with reused tensors (float32 and float64)")
+
+
+# --------------------------------------------------------------------------------------
+# 4. softmax, log-softmax (stable), cross-entropy
+# --------------------------------------------------------------------------------------
+
+SOFTMAX_CASES = [((3, 5), -1), ((2, 3, 4), 1), ((4, 3), 0), ((6,), -1)]
+
+
+def check_4(m, rng, say) -> None:
+    with registered(m.my_softmax, m.my_log_softmax) as (softmax_, log_softmax_):
+        for name, mine, ref in (("my_softmax", softmax_, "softmax"), ("my_log_softmax", log_softmax_, "log_softmax")):
+            for shape, axis in SOFTMAX_CASES:
+                grade_forward(name, mine.forward, OPS[ref], [shape], rng, params=dict(axis=axis), hint_key="softmax")
+            for dtype in DTYPES:  # rows near 1000 and near -1000: exp overflows unless shifted by the max
+                big = (rng.standard_normal((3, 5)) + np.array([[1000.0], [-1000.0], [0.0]])).astype(dtype)
+                with mg.no_grad():
+                    expected = OPS[ref](mg.tensor(big))
+                got = run_learner(f"{name}'s forward", mine.forward, big.copy(), hint_key="softmax")
+                if not np.isfinite(np.asarray(got)).all():
+                    fail(f"{name}'s forward on rows of logits near +1000 and -1000 ({dtype.__name__})",
+                         "gives inf or NaN: exp(1000) overflows. Subtract each row's max before exp", "softmax")
+                compare(f"{name}'s forward on rows near +-1000 ({dtype.__name__})", expected, np.asarray(got),
+                        "softmax")
+            for shape, axis in SOFTMAX_CASES:
+                grade_vjp(name, mine.vjp, OPS[ref], [shape], rng, params=dict(axis=axis), input_names=["x"],
+                          hint_key="softmax")
+            grade_op_checks(name, mine, [(3, 5)], rng, hint_key="softmax")
+            grade_op_checks(name, mine, [(2, 3, 4)], rng, params=dict(axis=1), hint_key="softmax")
+            say(f"{name}: forward (stable at +-1000) and VJP equal the engine's {ref} over {len(SOFTMAX_CASES)} "
+                f"shapes/axes; first and second order")
+        for n, c in ((4, 5), (7, 3), (1, 6)):
+            for dtype in DTYPES:
+                logits = mg.tensor(rng.standard_normal((n, c)).astype(dtype) * 3, requires_grad=True)
+                targets = rng.integers(0, c, n)
+                expected = OPS["cross_entropy"](logits, targets)
+                got = run_learner("cross_entropy", m.cross_entropy, logits, targets, hint_key="softmax")
+                what = f"cross_entropy ({n} rows, {c} classes, {dtype.__name__})"
+                compare(f"{what}, its value", expected, got, "softmax")
+                (e,) = mg.grad(expected, [logits])
+                (g,) = run_learner(f"{what}'s gradient", mg.grad, got, [logits], hint_key="softmax")
+                compare(f"{what}, d loss / d logits (should be (softmax - onehot) / rows)", e, g, "softmax")
+        targets = np.array([0, 3, 4, 1])
+        grade_op_checks("cross_entropy", m.cross_entropy, [(4, 5)], rng, constants=(targets,), hint_key="softmax")
+        say("cross_entropy: value and gradient equal the engine's fused cross_entropy; first and second order")
+
+
+# --------------------------------------------------------------------------------------
+# 5. layer norm, GELU, attention's weights: against the fused op and its composite
+# --------------------------------------------------------------------------------------
+
+
+def _composite(name: str):
+    """The fused op ``name`` run as its composite of core ops."""
+    def run(*inputs, **params):
+        with mg.composite_mode():
+            return OPS[name](*inputs, **params)
+    return run
+
+
+def check_5(m, rng, say) -> None:
+    layer_norm_cases = [([(3, 5), (5,), (5,)], dict(eps=1e-5)), ([(2, 3, 4), (4,), (4,)], dict(eps=0.1)),
+                        ([(6,), (6,), (6,)], dict(eps=1e-5))]
+    gelu_cases = [[(3, 4)], [(2, 3, 5)], [()]]
+    attention_cases = [([(2, 3, 4), (2, 5, 4)], dict(scale=0.5)), ([(3, 4), (5, 4)], dict(scale=0.5)),
+                       ([(2, 1, 3, 4), (3, 5, 4)], dict(scale=0.7))]
+    blocks = [("my_layer_norm", m.my_layer_norm, "layer_norm", layer_norm_cases, ["x", "weight", "bias"], {}),
+              ("my_gelu", m.my_gelu, "gelu", [(s, {}) for s in gelu_cases], ["x"], dict(approximate="tanh")),
+              ("my_attention_weights", m.my_attention_weights, "attention_weights", attention_cases, ["q", "k"], {})]
+    for name, block, ref, cases, names, fixed in blocks:
+        with registered(block) as mine:
+            for against, reference in (("fused op", OPS[ref]), ("composite", _composite(ref))):
+                def engine(*xs, reference=reference, **params):
+                    return reference(*xs, **params, **fixed)
+
+                for shapes, params in cases:
+                    grade_forward(f"{name} (against the {against} {ref})", mine.forward, engine, shapes, rng,
+                                  params=params, hint_key="fused")
+                    grade_vjp(f"{name} (against the {against} {ref})", mine.vjp, engine, shapes, rng, params=params,
+                              input_names=names, hint_key="fused")
+            shapes, params = cases[0]
+            grade_op_checks(name, mine, shapes, rng, params=params, hint_key="fused")
+            say(f"{name}: forward and VJP equal the fused {ref} and its composite ({len(cases)} shapes, float32 "
+                f"and float64); first and second order")
