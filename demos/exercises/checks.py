@@ -6,8 +6,6 @@ how far the code got before the first fault.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 import minigrad as mg
@@ -15,13 +13,11 @@ from minigrad.ops import OPS
 
 from .grader import (
     DTYPES,
-    Wrong,
     compare,
     fail,
     grade_forward,
     grade_op_checks,
     grade_vjp,
-    make_inputs,
     registered,
     run_learner,
 )
@@ -362,3 +358,209 @@ def check_5(m, rng, say) -> None:
             grade_op_checks(name, mine, shapes, rng, params=params, hint_key="fused")
             say(f"{name}: forward and VJP equal the fused {ref} and its composite ({len(cases)} shapes, float32 "
                 f"and float64); first and second order")
+
+
+# --------------------------------------------------------------------------------------
+# 6. An RNN by hand, and its Jacobian through time: the lesson's vanishing-gradient numbers
+# --------------------------------------------------------------------------------------
+
+D_HIDDEN, N_TOKENS, LENGTHS = 16, 60, (1, 5, 10, 20, 40, 60)
+LESSON_NORMS = {1: 2.63e+00, 60: 1.62e-13}  # what demos/rnn_vanishing_gradient.py prints, to 3 digits
+
+
+def lesson_rnn():
+    """The lesson's W, U and tokens: np.random.default_rng(0), drawn in that order."""
+    rng = np.random.default_rng(0)
+    W = rng.normal(0, 0.9 / np.sqrt(D_HIDDEN), (D_HIDDEN, D_HIDDEN))
+    U = rng.normal(0, 1 / np.sqrt(D_HIDDEN), (D_HIDDEN, D_HIDDEN))
+    return W, U, rng.normal(0, 1, (N_TOKENS, D_HIDDEN))
+
+
+def check_6(m, rng, say) -> None:
+    from minigrad import nn
+
+    W, U, tokens = lesson_rnn()
+    for dtype in DTYPES:
+        cell = nn.RNNCell(D_HIDDEN, D_HIDDEN, bias=False)
+        cell = cell.double() if dtype == np.float64 else cell
+        cell.load_state_dict({"weight_hh": W.astype(dtype), "weight_ih": U.astype(dtype)})
+        h0 = mg.tensor(rng.normal(0, 0.5, (1, D_HIDDEN)).astype(dtype))
+        states = run_learner("rnn_states", m.rnn_states, mg.tensor(W.astype(dtype)), mg.tensor(U.astype(dtype)),
+                             tokens[:12], h0, hint_key="rnn")
+        if len(states) != 13:
+            fail("rnn_states", f"for 12 tokens return 13 states [h_0, ..., h_12], got {len(states)}", "rnn")
+        h = h0
+        for t, x in enumerate(tokens[:12], start=1):
+            h = cell(mg.tensor(x[None].astype(dtype)), h)
+            compare(f"rnn_states, h_{t} ({dtype.__name__}), against nn.RNNCell(bias=False)", h, states[t], "rnn")
+    say("rnn_states: every hidden state equals nn.RNNCell's (12 steps, float32 and float64)")
+
+    cell = nn.RNNCell(D_HIDDEN, D_HIDDEN, bias=False).double()
+    cell.load_state_dict({"weight_hh": W, "weight_ih": U})
+    W_, U_ = mg.tensor(W), mg.tensor(U)
+    norms = {}
+    for T in LENGTHS:
+        h0 = mg.zeros(1, D_HIDDEN, dtype=np.float64, requires_grad=True)
+
+        def h_T(h, T=T):
+            for x in tokens[:T]:
+                h = cell(mg.tensor(x[None]), h)
+            return h
+
+        expected = mg.jacobian(h_T, h0).data.reshape(D_HIDDEN, D_HIDDEN)  # the lesson's way: backprop, row by row
+        with mg.no_grad():
+            states = [s.data for s in run_learner("rnn_states", m.rnn_states, W_, U_, tokens[:T], h0.detach())]
+        got = run_learner("jacobian_through_time", m.jacobian_through_time, W, states, hint_key="rnn")
+        compare(f"jacobian_through_time: d h_{T} / d h_0 (h_0 = 0, the lesson's weights and tokens), against "
+                f"mg.jacobian", expected, np.asarray(got), "rnn", rtol=1e-6, atol=1e-18)
+        norms[T] = float(np.linalg.norm(got))
+    for T, printed in LESSON_NORMS.items():
+        if f"{norms[T]:.2e}" != f"{printed:.2e}":
+            fail(f"||d h_{T} / d h_0||", f"the lesson prints {printed:.2e}, yours is {norms[T]:.2e}", "rnn")
+    say("jacobian_through_time: the product of diag(1 - h_t^2) W equals backprop's d h_T / d h_0; the lesson's "
+        "numbers: " + ", ".join(f"T={T}: {n:.2e}" for T, n in norms.items()))
+
+
+# --------------------------------------------------------------------------------------
+# 7. AdamW with clipping, against optim.AdamW and optim.clip_grad_norm_ over many steps
+# --------------------------------------------------------------------------------------
+
+ADAM_STEPS, MAX_NORM = 40, 0.1
+
+
+def check_7(m, rng, say) -> None:
+    from minigrad import nn, optim
+
+    settings = dict(lr=0.05, betas=(0.8, 0.95), eps=1e-8, weight_decay=0.1)
+    for dtype in DTYPES:
+        X = mg.tensor(rng.standard_normal((16, 4)).astype(dtype))
+        Y = mg.tensor(3 * rng.standard_normal((16, 2)).astype(dtype))
+        model = nn.Sequential(nn.Linear(4, 8, rng=np.random.default_rng(1)), nn.Tanh(),
+                              nn.Linear(8, 2, rng=np.random.default_rng(2)))
+        model = model.double() if dtype == np.float64 else model
+        names = [name for name, _ in model.named_parameters()]
+        engine = list(model.parameters())
+        mine = [p.data.copy() for p in engine]
+        opt = optim.AdamW(engine, **settings)
+        state, clipped = {}, 0
+
+        def loss_of(params):
+            h = (X @ params[0].T + params[1]).tanh()
+            out = h @ params[2].T + params[3]
+            return ((out - Y) ** 2).mean()
+
+        for step in range(1, ADAM_STEPS + 1):
+            opt.zero_grad()
+            loss_of(engine).backward()
+            total = optim.clip_grad_norm_(engine, MAX_NORM)
+            clipped += total > MAX_NORM
+            opt.step()
+            leaves = [mg.tensor(p, requires_grad=True) for p in mine]
+            grads = [g.data for g in mg.grad(loss_of(leaves), leaves)]
+            scaled, my_total = run_learner("clip_by_global_norm", m.clip_by_global_norm, grads, MAX_NORM,
+                                           hint_key="adam")
+            compare(f"clip_by_global_norm at step {step} ({dtype.__name__}): the norm before clipping", total,
+                    my_total, "adam", rtol=1e-5 if dtype == np.float32 else 1e-10)
+            run_learner("adamw_step", m.adamw_step, mine, list(scaled), state, **settings, hint_key="adam")
+            for name, p, q in zip(names, engine, mine):
+                compare(f"adamw_step: parameter '{name}' after step {step} of {ADAM_STEPS} ({dtype.__name__}, "
+                        f"clipped to norm {MAX_NORM} when above; {settings})", p.data, q, "adam",
+                        rtol=1e-4 if dtype == np.float32 else 1e-10, atol=1e-6 if dtype == np.float32 else 1e-12)
+        if not clipped:
+            raise AssertionError("the check's clipping never engaged: choose a smaller MAX_NORM")
+    say(f"clip_by_global_norm and adamw_step: every parameter equals optim.AdamW's after each of {ADAM_STEPS} steps "
+        f"(clipping engaged on some), float32 and float64")
+
+
+# --------------------------------------------------------------------------------------
+# 8. A KV cache, against generation without one
+# --------------------------------------------------------------------------------------
+
+
+def check_8(m, rng, say) -> None:
+    from models import GPT, GPTConfig
+
+    cache = m.MyKVCache()
+    if run_learner("MyKVCache().length", lambda: cache.length, hint_key="kv") != 0:
+        fail("MyKVCache", "an empty cache has length 0", "kv")
+    parts = [mg.tensor(rng.standard_normal((2, 3, n, 4)).astype(np.float32)) for n in (5, 1, 2)]
+    for i, k in enumerate(parts):
+        got_k, got_v = run_learner("MyKVCache.update", cache.update, k, k * 2.0, hint_key="kv")
+        want = np.concatenate([p.data for p in parts[:i + 1]], axis=-2)
+        compare(f"MyKVCache.update: the keys after appending (2, 3, T, 4) blocks of {[p.shape[-2] for p in parts[:i + 1]]} "
+                f"positions (along the time axis, -2)", want, got_k, "kv")
+        compare("MyKVCache.update: the values", want * 2, got_v, "kv")
+        if cache.length != want.shape[-2]:
+            fail("MyKVCache.length", f"after {want.shape[-2]} positions, got {cache.length}", "kv")
+    say("MyKVCache: appends along the time axis and counts its positions")
+
+    for dtype in DTYPES:
+        config = GPTConfig(vocab_size=13, block_size=24, n_layer=2, n_head=2, d_model=16)
+        model = GPT(config, seed=0)
+        model = model.double() if dtype == np.float64 else model
+        model.eval()
+        prompt = rng.integers(0, 13, (2, 5))
+        caches = [m.MyKVCache() for _ in model.blocks]
+        with mg.no_grad():
+            tokens = prompt
+            new = prompt
+            for step in range(6):
+                cached = model(new, kv_caches=caches)[0][:, -1]
+                uncached = model(tokens)[0][:, -1]
+                compare(f"logits of step {step} with your caches ({dtype.__name__}), against the model run on the "
+                        f"whole sequence without a cache", uncached, cached, "kv", rtol=1e-4, atol=1e-5)
+                new = uncached.data.argmax(axis=-1)[:, None]
+                tokens = np.concatenate([tokens, new], axis=1)
+        widths = []
+        forward = model.forward
+
+        def watched(idx, *args, **kwargs):
+            widths.append(np.shape(idx)[1])
+            return forward(idx, *args, **kwargs)
+
+        model.forward = watched
+        try:
+            got = run_learner("generate_greedy", m.generate_greedy, model, prompt, 10, hint_key="kv")
+        finally:
+            del model.forward
+        expected = model.generate(prompt, 10, temperature=0, use_cache=False)
+        compare(f"generate_greedy's tokens ({dtype.__name__}), against model.generate(temperature=0, "
+                f"use_cache=False)", expected, np.asarray(got), "kv")
+        if widths[1:] and max(widths[1:]) != 1:
+            fail("generate_greedy", f"fed the model {widths} positions per step: after the prompt, feed only the "
+                                    f"newest token (the caches hold the rest)", "kv")
+    say("generate_greedy: the same tokens and logits as generation without a cache, one position per step "
+        "(float32 and float64)")
+
+
+# --------------------------------------------------------------------------------------
+# 9. Forward mode from the VJPs, against mg.jvp
+# --------------------------------------------------------------------------------------
+
+
+def check_9(m, rng, say) -> None:
+    W = rng.standard_normal((4, 6))
+    functions = [
+        ("tanh(x @ W)", (3, 4), lambda x: (x @ mg.tensor(W.astype(x.dtype))).tanh()),
+        ("softmax(x) over the last axis", (2, 5), lambda x: x.softmax(axis=-1)),
+        ("layer_norm(x) (fused)", (3, 6), lambda x: OPS["layer_norm"](x, eps=1e-5)),
+        ("(x * x).sum() (a scalar output)", (5,), lambda x: (x * x).sum()),
+        ("x[[0, 2, 2]] * exp(x[1])", (3, 4), lambda x: x[np.array([0, 2, 2])] * x[1].exp()),
+    ]
+    for name, shape, fn in functions:
+        for dtype in DTYPES:
+            x = mg.tensor(rng.standard_normal(shape).astype(dtype))
+            t = mg.tensor(rng.standard_normal(shape).astype(dtype))
+            y, expected = mg.jvp(fn, x, t)
+            got = run_learner(f"jvp of {name}", m.jvp, fn, x, t, hint_key="jvp")
+            if not isinstance(got, tuple | list) or len(got) != 2:
+                fail(f"jvp of {name}", "must return (fn(x), J t)", "jvp")
+            compare(f"jvp of {name} ({dtype.__name__}, x {shape}): the output fn(x)", y, got[0], "jvp")
+            compare(f"jvp of {name} ({dtype.__name__}, x {shape}): J t, against mg.jvp", expected, got[1], "jvp")
+        x = mg.tensor(rng.standard_normal(shape))
+        columns = [m.jvp(fn, x, mg.tensor(np.eye(x.size)[i].reshape(shape)))[1].data.reshape(-1)
+                   for i in range(x.size)]
+        compare(f"the Jacobian of {name} built column by column from your jvp, against mg.jacobian",
+                mg.jacobian(fn, x).data.reshape(-1, x.size), np.stack(columns, axis=-1), "jvp")
+    say(f"jvp: output and J t equal mg.jvp for {len(functions)} functions (float32 and float64); the whole "
+        f"Jacobian, column by column, equals mg.jacobian's")

@@ -4,8 +4,6 @@ import math
 
 import numpy as np
 
-import minigrad as mg
-
 from .ex01_elementwise import unbroadcast
 
 C = math.sqrt(2.0 / math.pi)
