@@ -346,7 +346,7 @@ def check_5(m, rng, say) -> None:
     for name, block, ref, cases, names, fixed in blocks:
         with registered(block) as mine:
             for against, reference in (("fused op", OPS[ref]), ("composite", _composite(ref))):
-                def engine(*xs, reference=reference, **params):
+                def engine(*xs, reference=reference, fixed=fixed, **params):
                     return reference(*xs, **params, **fixed)
 
                 for shapes, params in cases:
@@ -444,7 +444,7 @@ def check_7(m, rng, say) -> None:
         opt = optim.AdamW(engine, **settings)
         state, clipped = {}, 0
 
-        def loss_of(params):
+        def loss_of(params, X=X, Y=Y):
             h = (X @ params[0].T + params[1]).tanh()
             out = h @ params[2].T + params[3]
             return ((out - Y) ** 2).mean()
@@ -485,10 +485,11 @@ def check_8(m, rng, say) -> None:
         fail("MyKVCache", "an empty cache has length 0", "kv")
     parts = [mg.tensor(rng.standard_normal((2, 3, n, 4)).astype(np.float32)) for n in (5, 1, 2)]
     for i, k in enumerate(parts):
-        got_k, got_v = run_learner("MyKVCache.update", cache.update, k, k * 2.0, hint_key="kv")
+        got_k, got_v = run_learner("MyKVCache.update (appending along the time axis, -2)", cache.update, k, k * 2.0, hint_key="kv")
         want = np.concatenate([p.data for p in parts[:i + 1]], axis=-2)
-        compare(f"MyKVCache.update: the keys after appending (2, 3, T, 4) blocks of {[p.shape[-2] for p in parts[:i + 1]]} "
-                f"positions (along the time axis, -2)", want, got_k, "kv")
+        sizes = [p.shape[-2] for p in parts[:i + 1]]
+        compare(f"MyKVCache.update: the keys after appending (2, 3, T, 4) blocks of {sizes} positions (along the "
+                f"time axis, -2)", want, got_k, "kv")
         compare("MyKVCache.update: the values", want * 2, got_v, "kv")
         if cache.length != want.shape[-2]:
             fail("MyKVCache.length", f"after {want.shape[-2]} positions, got {cache.length}", "kv")
@@ -514,7 +515,7 @@ def check_8(m, rng, say) -> None:
         widths = []
         forward = model.forward
 
-        def watched(idx, *args, **kwargs):
+        def watched(idx, *args, widths=widths, forward=forward, **kwargs):
             widths.append(np.shape(idx)[1])
             return forward(idx, *args, **kwargs)
 
