@@ -485,7 +485,8 @@ def check_8(m, rng, say) -> None:
         fail("MyKVCache", "an empty cache has length 0", "kv")
     parts = [mg.tensor(rng.standard_normal((2, 3, n, 4)).astype(np.float32)) for n in (5, 1, 2)]
     for i, k in enumerate(parts):
-        got_k, got_v = run_learner("MyKVCache.update (appending along the time axis, -2)", cache.update, k, k * 2.0, hint_key="kv")
+        got_k, got_v = run_learner("MyKVCache.update (appending along the time axis, -2)", cache.update, k, k * 2.0,
+                                   hint_key="kv")
         want = np.concatenate([p.data for p in parts[:i + 1]], axis=-2)
         sizes = [p.shape[-2] for p in parts[:i + 1]]
         compare(f"MyKVCache.update: the keys after appending (2, 3, T, 4) blocks of {sizes} positions (along the "
