@@ -16,7 +16,7 @@ import numpy as np
 import minigrad as mg
 from demos._common import parse_args
 
-parse_args(None, "quickstart", "The smallest tour of minigrad: an expression, backprop, a gradcheck.",
+args = parse_args(None, "quickstart", "The smallest tour of minigrad: an expression, backprop, a gradcheck.",
            pictures=False)
 
 # %% [markdown]

@@ -33,7 +33,8 @@ from ..tensor import Tensor
 from .graph import Graph, Node, collect, fmt_constant, fmt_number, fmt_shape, module_label, op_params
 
 SHOWS = ("shape", "data", "grad")
-RANKDIRS = ("LR", "TB", "RL", "BT")
+RANKDIRS = ("auto", "LR", "TB", "RL", "BT")
+LONG_GRAPH = 40  # rankdir="auto" draws a graph of more nodes than this top to bottom, to fit a page's width
 MAX_NODES = 200  # about what still reads as a picture rather than a map
 FONT = "Helvetica,Arial,sans-serif"
 PNG_DPI = 144
@@ -434,7 +435,7 @@ def _emit(graph: Graph, layout: _Layout, show: str, rankdir: str):
 
 
 def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", max_nodes: int | None = MAX_NODES,
-               rankdir: str = "LR", collapse: int | None = None):
+               rankdir: str = "auto", collapse: int | None = None):
     """Draw the graph that computed ``root`` and return it as a ``graphviz.Digraph``.
 
     Tensors are boxes showing shape and dtype (and name, where known); each op
@@ -461,7 +462,9 @@ def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", ma
     max_nodes: a graph with more nodes is folded module by module (when ``collapse``
               is not given) and then cut down to the nodes nearest the output, with a
               note saying so. None draws everything.
-    rankdir:  "LR" (left to right) or "TB" (top to bottom); "RL" and "BT" work too.
+    rankdir:  "LR" (left to right) or "TB" (top to bottom); "RL" and "BT" work too. The default,
+              "auto", is LR up to ``LONG_GRAPH`` drawn nodes and TB beyond, where a left-to-right
+              chain (a transformer's) would be thousands of pixels wide; ``collapse=1`` narrows it more.
     collapse: modules nested deeper than this are drawn as one node each. The
               outermost module is depth 0, so ``collapse=0`` draws a model as a box
               of its direct submodules (each block one node), ``collapse=1`` opens those.
@@ -497,6 +500,8 @@ def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", ma
         layout.notes.append("backward() freed this graph: the values of intermediate tensors are gone\n"
                             "(leaves and tensors still held keep theirs), and the gradients shown are the\n"
                             ".grad it left. Draw before backward(), or pass retain_graph=True, to see all.")
+    if rankdir == "auto":
+        rankdir = "LR" if len(layout.items) <= LONG_GRAPH else "TB"
     return _emit(graph, layout, show, rankdir)
 
 
