@@ -57,8 +57,15 @@ def show(picture) -> None:
 
 
 def in_notebook() -> bool:
-    """True inside a Jupyter (or VS Code interactive) kernel, where cells run one by one."""
-    return "ipykernel" in sys.modules
+    """True inside a Jupyter (or VS Code interactive) kernel, where cells run one by one.
+
+    ipykernel merely imported (by a test, a tool) is not a kernel: a kernel's shell is running.
+    """
+    if "ipykernel" not in sys.modules:
+        return False
+    from IPython import get_ipython
+
+    return getattr(get_ipython(), "kernel", None) is not None
 
 
 def check_model_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace, names, minimum=None) -> None:

@@ -463,8 +463,9 @@ def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", ma
               is not given) and then cut down to the nodes nearest the output, with a
               note saying so. None draws everything.
     rankdir:  "LR" (left to right) or "TB" (top to bottom); "RL" and "BT" work too. The default,
-              "auto", is LR up to ``LONG_GRAPH`` drawn nodes and TB beyond, where a left-to-right
-              chain (a transformer's) would be thousands of pixels wide; ``collapse=1`` narrows it more.
+              "auto", is LR up to ``LONG_GRAPH`` drawn nodes and TB beyond, where a chain of ops drawn
+              left to right runs off the page (a 1-layer GPT's: 4,961 pt wide LR, 1,768 pt TB; with
+              ``collapse=1``, which folds each block's submodules, 466 pt).
     collapse: modules nested deeper than this are drawn as one node each. The
               outermost module is depth 0, so ``collapse=0`` draws a model as a box
               of its direct submodules (each block one node), ``collapse=1`` opens those.
@@ -484,9 +485,9 @@ def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", ma
     graph = collect(root, params, gradients=wants_grads)
 
     layout = _layout(graph, collapse)
+    folded_at = None
     if max_nodes is not None and len(layout.items) > max_nodes and collapse is None:
         depth = max(len(n.scope) for n in graph.nodes) - 2  # the deepest level that folds something
-        folded_at = None
         while depth >= 0 and len(layout.items) > max_nodes:
             layout, folded_at = _layout(graph, depth), depth
             depth -= 1
@@ -494,6 +495,7 @@ def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", ma
             layout.notes.append(f"Modules nested deeper than depth {folded_at} are folded into one node each "
                                 f"to fit max_nodes={max_nodes}.\nPass collapse=<depth> or a larger max_nodes "
                                 f"to choose.")
+    long = len(layout.items) > LONG_GRAPH
     if max_nodes is not None and len(layout.items) > max_nodes:
         layout = _truncate(layout, max_nodes)
     if graph.freed and show != "shape":
@@ -501,7 +503,7 @@ def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", ma
                             "(leaves and tensors still held keep theirs), and the gradients shown are the\n"
                             ".grad it left. Draw before backward(), or pass retain_graph=True, to see all.")
     if rankdir == "auto":
-        rankdir = "LR" if len(layout.items) <= LONG_GRAPH else "TB"
+        rankdir = "TB" if long else "LR"
     return _emit(graph, layout, show, rankdir)
 
 
