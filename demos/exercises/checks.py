@@ -358,6 +358,52 @@ def check_5(m, rng, say) -> None:
             grade_op_checks(name, mine, shapes, rng, params=params, hint_key="fused")
             say(f"{name}: forward and VJP equal the fused {ref} and its composite ({len(cases)} shapes, float32 "
                 f"and float64); first and second order")
+    with registered(m.my_layer_norm, m.my_gelu):
+        _check_block_on_learner_ops(rng, say)
+
+
+def _block(mine: bool):
+    """x + down(gelu(up(layer_norm(x)))): a transformer's MLP half, on the learner's ops or the engine's."""
+    from minigrad import nn
+
+    class MLPBlock(nn.Module):
+        def __init__(self, d: int):
+            super().__init__()
+            self.norm = nn.LayerNorm(d)
+            self.up = nn.Linear(d, 2 * d, rng=np.random.default_rng(3))
+            self.down = nn.Linear(2 * d, d, rng=np.random.default_rng(4))
+            self.norm.weight.data[:] = np.random.default_rng(5).uniform(0.5, 1.5, d)
+            self.norm.bias.data[:] = np.random.default_rng(6).normal(0, 0.1, d)
+
+        def forward(self, x):
+            if mine:
+                h = OPS["my_layer_norm"](x, self.norm.weight, self.norm.bias, eps=1e-5)
+                return x + self.down(OPS["my_gelu"](self.up(h)))
+            return x + self.down(OPS["gelu"](self.up(self.norm(x)), approximate="tanh"))
+
+    return MLPBlock(4)
+
+
+def _check_block_on_learner_ops(rng, say) -> None:
+    from minigrad import nn
+
+    x = rng.standard_normal((2, 3, 4))
+    yours, engines = _block(True).double(), _block(False).double()
+    outs = []
+    for block in (yours, engines):
+        xt = mg.tensor(x, requires_grad=True)
+        out = block(xt)
+        outs.append((out, *mg.grad((out * out).sum(), [xt, *block.parameters()])))
+    for k, what in enumerate(["output", "d loss / d x"] + [f"d loss / d {n}" for n, _ in yours.named_parameters()]):
+        compare(f"an MLP block (layer norm, linear, GELU, linear, residual) on your ops, against the same block on "
+                f"the engine's: {what}", outs[1][k], outs[0][k], "fused")
+    try:
+        nn.gradcheck(yours, x)
+    except mg.GradcheckError as err:
+        fail("an MLP block on your my_layer_norm and my_gelu, nn.gradcheck (its input and every parameter)",
+             str(err), "fused")
+    say("an MLP block built on your my_layer_norm and my_gelu: output and every gradient equal the engine's; "
+        "nn.gradcheck passes for its input and parameters")
 
 
 # --------------------------------------------------------------------------------------

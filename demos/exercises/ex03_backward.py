@@ -9,6 +9,11 @@ That record is the graph; ``mg.grad`` walks it. Here you walk it yourself, and
 the check holds your gradients against ``mg.grad`` on random graphs in which
 tensors are reused (``x * x``, a hidden state read twice): the case
 micrograd's issues keep rediscovering. Read docs/backward.md, sections 2 to 5.
+
+To watch the engine do it, one tensor at a time, with the shares adding up
+where a tensor is used twice: ``from minigrad import viz``, then
+``print(viz.backward_steps(loss).text())`` (in Jupyter, ``viz.backward_steps(loss)``
+alone shows a slider over the frames).
 """
 
 import minigrad as mg  # noqa: F401  (for your code)

@@ -197,8 +197,12 @@ def grade_op_checks(name: str, the_op, shapes, rng, params=None, domain=None, se
         try:
             check(fn, xs)
         except mg.GradcheckError as err:
+            why = "" if order == "first" else (
+                f"\n  Second order differentiates your VJP itself (inputs 0..{len(shapes) - 1} are the op's inputs, "
+                f"the rest the incoming gradient g). Values right but this wrong: the VJP steps outside the graph "
+                f"(.data, NumPy on a Tensor, a constant made from an input), so its own derivative is lost")
             fail(f"{name}, {order}-order derivatives against finite differences (inputs {describe(shapes)})",
-                 f"{err}", hint_key)
+                 f"{err}{why}", hint_key)
         except NotImplementedError:
             raise
         except Exception as err:
