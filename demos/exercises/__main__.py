@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from .course import EXERCISES, check, exercise, status
@@ -23,7 +24,7 @@ def main(argv=None) -> int:
     if args.command == "list":
         for e in EXERCISES:
             state, why = status(e.number, args.solutions)
-            print(f"{e.number}. [{state:>11}] {e.title}   (demos/exercises/{e.module}.py)")
+            print(f"{e.number}. {state:<12} {e.title}   (demos/exercises/{e.module}.py)")
             if state in ("failing", "in progress") and why:
                 print(f"      {why}")
         return 0
@@ -40,7 +41,9 @@ def main(argv=None) -> int:
         try:
             check(n, args.solutions, say=lambda line: print(f"  ok  {line}"))
         except NotImplementedError as err:
-            print(f"  not started: {err} is still a stub (fill it in: demos/exercises/{e.module}.py)")
+            found = re.match(r"exercise (\d+):", str(err))  # a stub of this exercise, or of an earlier one it uses
+            where = exercise(int(found.group(1))).module if found else e.module
+            print(f"  not started: {err} is still a stub (fill it in: demos/exercises/{where}.py)")
             return 1
         except Wrong as err:
             print("  WRONG  " + str(err).replace("\n", "\n         "))
