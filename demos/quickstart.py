@@ -17,7 +17,7 @@ import minigrad as mg
 from demos._common import parse_args
 
 args = parse_args(None, "quickstart", "The smallest tour of minigrad: an expression, backprop, a gradcheck.",
-           pictures=False)
+                  pictures=False)  # (assigned: a bare call would show its Namespace() in a notebook)
 
 # %% [markdown]
 # ## A tiny "neuron with a softmax"
