@@ -25,16 +25,47 @@ def parse_args(argv, demo: str, description: str, pictures: bool = True) -> argp
     parser = argparse.ArgumentParser(prog=f"python -m demos.{demo}", description=description,
                                      epilog=None if pictures else "This lesson only prints; it writes no files.")
     if pictures:
-        parser.add_argument("--out", type=Path, default=Path("out") / demo,
+        parser.add_argument("--out", type=Path, default=out_folder(demo),
                             help="folder for the pictures (default: %(default)s)")
     if argv is None and in_notebook():
         argv = []
     return parser.parse_args(argv)
 
 
+ROOT = Path(__file__).resolve().parent.parent  # the repository
+
+
+def out_folder(demo: str) -> Path:
+    """``out/<demo>``: under the current folder for a script; under the repository's root in a notebook,
+    whose kernel starts in ``demos/`` (so the pictures land in the ``out/`` the README names, not ``demos/out/``)."""
+    return (ROOT / "out" / demo) if in_notebook() else Path("out") / demo
+
+
+def show(picture) -> None:
+    """Display ``picture`` (a graph, a figure, a stepper) inline when running in a notebook; a script does nothing."""
+    if not in_notebook():
+        return
+    from IPython.display import Image, display
+
+    if type(picture).__name__ == "Figure":  # a matplotlib figure, whatever the backend: shown as its PNG
+        import io
+
+        png = io.BytesIO()
+        picture.savefig(png, format="png", dpi=80, bbox_inches="tight")
+        picture = Image(png.getvalue())
+    display(picture)
+
+
 def in_notebook() -> bool:
-    """True inside a Jupyter (or VS Code interactive) kernel, where cells run one by one."""
-    return "ipykernel" in sys.modules
+    """True inside a Jupyter (or VS Code interactive) kernel, where cells run one by one.
+
+    ipykernel merely imported (by a test, a tool) is not a kernel: a kernel's shell is running.
+    """
+    if "ipykernel" not in sys.modules:
+        return False
+    from IPython import get_ipython
+
+    return getattr(get_ipython(), "kernel", None) is not None
 
 
 def check_model_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace, names, minimum=None) -> None:

@@ -15,7 +15,10 @@
 #    every step back in time, the vanishing gradient, plain to see;
 # 5. `gradient_graph`: the gradient of tanh(w·x), taken with
 #    `create_graph=True`, is itself a graph of ops: the backward pass. Its
-#    ops are coloured by the pass that recorded them, forward or VJP.
+#    ops are coloured by the pass that recorded them, forward or VJP;
+# 6. `backward_steps.html`: the neuron's backward pass frame by frame
+#    (`viz.backward_steps`), the order the engine visits the tensors and the
+#    gradient arriving at each, with buttons to step through it.
 #
 # Each graph is written as DOT source (`.gv`) and, when Graphviz's `dot` is
 # installed, rendered to `.svg`. `viz.print_graph` prints the first one as text.
@@ -32,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 import minigrad as mg
-from demos._common import parse_args
+from demos._common import parse_args, show
 from minigrad import nn, viz
 
 # %% [markdown]
@@ -143,9 +146,28 @@ def gradient_graph(rng: np.random.Generator, d: int = 3):
 
 
 # %% [markdown]
+# ## 6. The backward pass, step by step
+#
+# `viz.backward_steps(out)` runs one backward pass of the neuron (leaving
+# `.grad` alone) and records it as it happens: which tensor the engine visits
+# next, its gradient, now complete, and the share it hands each of its inputs.
+# In a notebook it shows a slider over the frames; `save_html` writes the same
+# stepper as one page for a browser, and `text()` prints it.
+
+# %%
+def stepping():
+    """The scalar neuron's backward pass as frames."""
+    out, _ = scalar_expression()  # a fresh graph: backward_steps records before backward() frees it
+    steps = viz.backward_steps(out)
+    print(steps.frame_text(1))  # the first visit: d out / d out = 1, handed to tanh's input
+    print(steps.frame_text(len(steps) - 1))
+    return steps
+
+
+# %% [markdown]
 # ## Draw them
 #
-# `--out DIR` chooses the folder (default `out/graphs`, not tracked by git).
+# `--out DIR` chooses the folder (default `out/draw_graphs`, not tracked by git).
 
 # %%
 def main(argv=None) -> dict[str, Path]:
@@ -169,6 +191,11 @@ def main(argv=None) -> dict[str, Path]:
         if can_render:
             written[name] = Path(viz.save(graph, args.out / f"{name}.svg"))
         print(f"wrote {written[name]}")
+        show(graph)  # inline, in a notebook
+    steps = stepping()
+    written["backward_steps"] = Path(steps.save_html(args.out / "backward_steps.html"))
+    print(f"wrote {written['backward_steps']} (open it in a browser and press next)")
+    show(steps)
     if not can_render:
         print(f"(only the .gv sources: {viz.dot.INSTALL_HINT} to get SVGs)")
     return written

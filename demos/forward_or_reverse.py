@@ -30,12 +30,13 @@ from pathlib import Path
 import numpy as np
 
 import minigrad as mg
+from demos._common import out_folder, show
 from minigrad import nn
 from minigrad.nn import functional as F
 
 parser = argparse.ArgumentParser(prog="python -m demos.forward_or_reverse",
                                  description="Forward or reverse mode: when each one is cheaper.")
-parser.add_argument("--out", type=Path, default=Path("out") / "forward_or_reverse",
+parser.add_argument("--out", type=Path, default=out_folder("forward_or_reverse"),
                     help="folder for the plot (default: %(default)s)")
 parser.add_argument("--repeats", type=int, default=3, help="runs per timing; the fastest counts (default: 3)")
 args, _ = parser.parse_known_args()
@@ -213,6 +214,7 @@ def plot(out_dir: Path) -> Path | None:
         ax.grid(True, which="major", alpha=0.3)
     axes[0].set_ylabel(f"time (ms, best of {args.repeats})")
     fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=2, bbox_to_anchor=(0.5, -0.08))
+    show(fig)  # inline, in a notebook
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "forward_or_reverse.png"
     fig.savefig(path, dpi=110, bbox_inches="tight")

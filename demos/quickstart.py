@@ -16,8 +16,8 @@ import numpy as np
 import minigrad as mg
 from demos._common import parse_args
 
-parse_args(None, "quickstart", "The smallest tour of minigrad: an expression, backprop, a gradcheck.",
-           pictures=False)
+args = parse_args(None, "quickstart", "The smallest tour of minigrad: an expression, backprop, a gradcheck.",
+                  pictures=False)  # (assigned: a bare call would show its Namespace() in a notebook)
 
 # %% [markdown]
 # ## A tiny "neuron with a softmax"

@@ -756,7 +756,8 @@ def test_demo_draws_its_five_graphs(tmp_path, capsys):
 
     written = draw_graphs.main(["--out", str(tmp_path)])
     names = ["scalar_expression", "attention_head", "transformer_block", "rnn_unrolled", "gradient_graph"]
-    assert list(written) == names
+    assert list(written) == names + ["backward_steps"]
+    assert "<script>" in (tmp_path / "backward_steps.html").read_text()  # the stepper, one self-contained page
     for name in names:
         assert (tmp_path / f"{name}.gv").stat().st_size > 0
         assert (tmp_path / f"{name}.svg").exists() == HAS_DOT

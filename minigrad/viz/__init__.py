@@ -7,6 +7,7 @@
     viz.save(viz.draw_graph(loss), "graph.svg")            # shapes, names, a box per module call
     viz.save(viz.draw_graph(loss, show="grad"), "grad.svg")  # coloured by gradient size
     viz.print_graph(loss)                                   # a text listing, for terminals
+    viz.backward_steps(loss)                                # the backward pass frame by frame (steps.py)
 
 * ``draw_graph`` returns a ``graphviz.Digraph`` (it displays itself in Jupyter,
   as its DOT source when Graphviz's ``dot`` is missing: ``picture.py``);
@@ -23,6 +24,7 @@ when drawing.
 """
 
 from .dot import draw_graph, save
+from .steps import backward_steps
 from .text import print_graph
 
-__all__ = ["draw_graph", "print_graph", "save"]
+__all__ = ["backward_steps", "draw_graph", "print_graph", "save"]

@@ -33,7 +33,8 @@ from ..tensor import Tensor
 from .graph import Graph, Node, collect, fmt_constant, fmt_number, fmt_shape, module_label, op_params
 
 SHOWS = ("shape", "data", "grad")
-RANKDIRS = ("LR", "TB", "RL", "BT")
+RANKDIRS = ("auto", "LR", "TB", "RL", "BT")
+LONG_GRAPH = 40  # rankdir="auto" draws a graph of more nodes than this top to bottom, to fit a page's width
 MAX_NODES = 200  # about what still reads as a picture rather than a map
 FONT = "Helvetica,Arial,sans-serif"
 PNG_DPI = 144
@@ -434,7 +435,7 @@ def _emit(graph: Graph, layout: _Layout, show: str, rankdir: str):
 
 
 def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", max_nodes: int | None = MAX_NODES,
-               rankdir: str = "LR", collapse: int | None = None):
+               rankdir: str = "auto", collapse: int | None = None):
     """Draw the graph that computed ``root`` and return it as a ``graphviz.Digraph``.
 
     Tensors are boxes showing shape and dtype (and name, where known); each op
@@ -461,7 +462,10 @@ def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", ma
     max_nodes: a graph with more nodes is folded module by module (when ``collapse``
               is not given) and then cut down to the nodes nearest the output, with a
               note saying so. None draws everything.
-    rankdir:  "LR" (left to right) or "TB" (top to bottom); "RL" and "BT" work too.
+    rankdir:  "LR" (left to right) or "TB" (top to bottom); "RL" and "BT" work too. The default,
+              "auto", is LR up to ``LONG_GRAPH`` drawn nodes and TB beyond, where a chain of ops drawn
+              left to right runs off the page (a 1-layer GPT's: 4,961 pt wide LR, 1,768 pt TB; with
+              ``collapse=1``, which folds each block's submodules, 466 pt).
     collapse: modules nested deeper than this are drawn as one node each. The
               outermost module is depth 0, so ``collapse=0`` draws a model as a box
               of its direct submodules (each block one node), ``collapse=1`` opens those.
@@ -481,9 +485,9 @@ def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", ma
     graph = collect(root, params, gradients=wants_grads)
 
     layout = _layout(graph, collapse)
+    folded_at = None
     if max_nodes is not None and len(layout.items) > max_nodes and collapse is None:
         depth = max(len(n.scope) for n in graph.nodes) - 2  # the deepest level that folds something
-        folded_at = None
         while depth >= 0 and len(layout.items) > max_nodes:
             layout, folded_at = _layout(graph, depth), depth
             depth -= 1
@@ -491,12 +495,15 @@ def draw_graph(root: Tensor, params: dict | None = None, show: str = "shape", ma
             layout.notes.append(f"Modules nested deeper than depth {folded_at} are folded into one node each "
                                 f"to fit max_nodes={max_nodes}.\nPass collapse=<depth> or a larger max_nodes "
                                 f"to choose.")
+    long = len(layout.items) > LONG_GRAPH
     if max_nodes is not None and len(layout.items) > max_nodes:
         layout = _truncate(layout, max_nodes)
     if graph.freed and show != "shape":
         layout.notes.append("backward() freed this graph: the values of intermediate tensors are gone\n"
                             "(leaves and tensors still held keep theirs), and the gradients shown are the\n"
                             ".grad it left. Draw before backward(), or pass retain_graph=True, to see all.")
+    if rankdir == "auto":
+        rankdir = "TB" if long else "LR"
     return _emit(graph, layout, show, rankdir)
 
 

@@ -24,7 +24,11 @@ class Picture(graphviz.Digraph):
 
     def _repr_mimebundle_(self, include=None, exclude=None, **kwargs) -> dict:
         try:
-            return super()._repr_mimebundle_(include=include, exclude=exclude, **kwargs)
+            bundle = super()._repr_mimebundle_(include=include, exclude=exclude, **kwargs)
+            if "image/svg+xml" in bundle:  # never wider than the notebook's column: scale down to fit
+                bundle["image/svg+xml"] = bundle["image/svg+xml"].replace(
+                    "<svg ", '<svg style="max-width:100%;height:auto" ', 1)
+            return bundle
         except graphviz.ExecutableNotFound:
             reason = RENDER_HINT
         except graphviz.CalledProcessError as err:

@@ -1,0 +1,614 @@
+"""One check per exercise: each takes the learner's module (or the solutions') and raises ``Wrong`` on a fault.
+
+A check prints a line for each part that passed (``say``), so a learner sees
+how far the code got before the first fault.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import minigrad as mg
+from minigrad.ops import OPS
+
+from .grader import (
+    DTYPES,
+    compare,
+    fail,
+    grade_forward,
+    grade_op_checks,
+    grade_vjp,
+    registered,
+    run_learner,
+)
+
+# --------------------------------------------------------------------------------------
+# 1. Elementwise VJPs, and the sum-back of broadcasting
+# --------------------------------------------------------------------------------------
+
+SHAPES = [(3, 4), (5,), (2, 3, 4), ()]
+BROADCAST_PAIRS = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((3, 4), ()), ((4, 1), (1, 5))]
+
+
+def check_1(m, rng, say) -> None:
+    with registered(m.my_exp, m.my_log, m.my_tanh) as (exp_, log_, tanh_):
+        for name, mine, ref, domain in (("my_exp", exp_, "exp", None), ("my_log", log_, "log", (0.3, 3.0)),
+                                        ("my_tanh", tanh_, "tanh", None)):
+            for shape in SHAPES:
+                grade_vjp(name, mine.vjp, OPS[ref], [shape], rng, domain=domain, input_names=["x"])
+            grade_op_checks(name, mine, [(3, 4)], rng, domain=domain)
+            say(f"{name}: VJP equals the engine's {ref} (float32 and float64, shapes {SHAPES}); first and second "
+                f"order agree with finite differences")
+    for big, small in [((2, 3, 4), (3, 1)), ((3, 4), (4,)), ((3, 4), ()), ((3, 4), (3, 4)), ((2, 5, 1), (5, 1))]:
+        for dtype in DTYPES:
+            g = mg.tensor(rng.standard_normal(big).astype(dtype))
+            got = run_learner(f"unbroadcast(g of shape {big}, {small})", m.unbroadcast, g, small, hint_key="broadcast")
+            x = mg.zeros(small, dtype=dtype, requires_grad=True)
+            (expected,) = mg.grad((x + mg.zeros(big, dtype=dtype)), [x], g)
+            compare(f"unbroadcast(g of shape {big}, shape={small}) ({dtype.__name__})", expected, got, "broadcast")
+    say("unbroadcast: sums a broadcast gradient back to the input's shape")
+    with registered(m.my_mul) as mul_:
+        for a_shape, b_shape in BROADCAST_PAIRS:
+            grade_vjp("my_mul", mul_.vjp, OPS["mul"], [a_shape, b_shape], rng, input_names=["a", "b"])
+        for shapes in BROADCAST_PAIRS[1:3]:
+            grade_op_checks("my_mul", mul_, list(shapes), rng)
+        say(f"my_mul: both gradients equal the engine's, in the inputs' own shapes, for {len(BROADCAST_PAIRS)} "
+            f"broadcasts; first and second order")
+
+
+# --------------------------------------------------------------------------------------
+# 2. sum, matmul, reshape, transpose, indexing; then a model trained on the learner's ops
+# --------------------------------------------------------------------------------------
+
+SUM_CASES = [dict(), dict(axis=1), dict(axis=-1), dict(axis=(0, 2), keepdims=True), dict(axis=0, keepdims=True),
+             dict(axis=(0, 2))]
+MATMUL_CASES = [((3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)), ((2, 3, 4), (4, 5)), ((4, 5), (2, 5, 3)),
+                ((2, 1, 3, 4), (3, 4, 2))]
+INDEX_CASES = [np.array([0, 2, 2, 3]), np.array([1, 1, 1]), (slice(1, 3), slice(None, None, 2)),
+               (Ellipsis, np.array([[1, 1], [4, 0]])), np.array([True, False, True, True])]
+
+
+def check_2(m, rng, say) -> None:
+    with registered(m.my_sum) as sum_:
+        for params in SUM_CASES:
+            shape = (2, 3, 4) if params.get("axis") not in (1,) else (3, 4)
+            grade_vjp("my_sum", sum_.vjp, OPS["sum"], [shape], rng, params=params, input_names=["x"])
+        grade_op_checks("my_sum", sum_, [(2, 3, 4)], rng, params=dict(axis=(0, 2)))
+        say(f"my_sum: VJP equals the engine's for {len(SUM_CASES)} axis/keepdims cases; first and second order")
+        with registered(m.my_matmul) as matmul_:
+            for shapes in MATMUL_CASES:
+                grade_vjp("my_matmul", matmul_.vjp, OPS["matmul"], list(shapes), rng, input_names=["a", "b"])
+            grade_op_checks("my_matmul", matmul_, [(2, 3, 4), (4, 2)], rng)
+            say(f"my_matmul: both gradients equal the engine's for {len(MATMUL_CASES)} shapes (batched, a shared "
+                f"weight summed back); first and second order")
+            _check_shapes(m, rng, say)
+            _check_indexing(m, rng, say)
+            with registered(m.my_tanh) as tanh_:
+                _train_on_learner_ops(matmul_, tanh_, sum_, rng, say)
+
+
+def _check_shapes(m, rng, say) -> None:
+    with registered(m.my_reshape, m.my_transpose) as (reshape_, transpose_):
+        for shape, new in (((3, 4), (2, 6)), ((2, 3, 4), (4, 6)), ((6,), (2, 3))):
+            grade_vjp("my_reshape", reshape_.vjp, lambda x, shape: x.reshape(shape), [shape], rng,
+                      params=dict(shape=new), input_names=["x"])
+        for shape, axes in (((3, 4), (1, 0)), ((2, 3, 4), (1, 2, 0)), ((2, 3, 4), (2, 0, 1))):
+            grade_vjp("my_transpose", transpose_.vjp, lambda x, axes: x.transpose(axes), [shape], rng,
+                      params=dict(axes=axes), input_names=["x"])
+        grade_op_checks("my_transpose", transpose_, [(2, 3, 4)], rng, params=dict(axes=(1, 2, 0)))
+        say("my_reshape, my_transpose: VJPs undo the move (3 shapes each; a 3-axis permutation and its inverse)")
+
+
+def _check_indexing(m, rng, say) -> None:
+    with registered(m.my_scatter_add) as scatter_:
+        for index in INDEX_CASES:
+            x = np.zeros((4, 5))
+            picked_shape = x[index].shape
+            for dtype in DTYPES:
+                g = rng.standard_normal(picked_shape).astype(dtype)
+                expected = np.zeros((4, 5), dtype=dtype)
+                np.add.at(expected, index, g)
+                got = run_learner("my_scatter_add's forward", scatter_.forward, g, index=index, shape=(4, 5))
+                compare(f"my_scatter_add's forward (index {_show(index)}, {dtype.__name__}; repeated indices "
+                        f"must add up)", expected, np.asarray(got), "vjp")
+        with registered(m.my_getitem) as getitem_:
+            for index in INDEX_CASES:
+                grade_vjp("my_getitem", getitem_.vjp, lambda x, index: x[index], [(4, 5)], rng,
+                          params=dict(index=index), input_names=["x"])
+            grade_op_checks("my_getitem", getitem_, [(4, 5)], rng, params=dict(index=np.array([0, 2, 2, 3])))
+    say(f"my_scatter_add, my_getitem: repeated indices accumulate ({len(INDEX_CASES)} indexes: arrays with "
+        f"repeats, slices, a mask); first and second order")
+
+
+def _show(index) -> str:
+    return repr(index).replace("\n", "").replace("       ", "")
+
+
+STEPS, LR = 200, 0.5
+
+
+def _train_on_learner_ops(matmul_, tanh_, sum_, rng, say) -> None:
+    """A 2-layer network trained by SGD twice from one init: on the learner's ops, and on the engine's."""
+    X = rng.standard_normal((32, 3))
+    Y = np.sin(X @ np.array([[1.0], [-2.0], [0.5]]))
+    init = [rng.standard_normal((3, 16)) * 0.5, rng.standard_normal((16, 1)) * 0.25]
+
+    def train(matmul, tanh, total):
+        w1, w2 = (mg.tensor(w.copy(), requires_grad=True) for w in init)
+        losses, names = [], set()
+        for _ in range(STEPS):
+            err = matmul(tanh(matmul(mg.tensor(X), w1)), w2) - mg.tensor(Y)
+            loss = total(err * err) * (1.0 / len(X))
+            names = names or {t._op.name for t in _graph(loss)}
+            g1, g2 = mg.grad(loss, [w1, w2])
+            with mg.no_grad():
+                w1.data -= LR * g1.data
+                w2.data -= LR * g2.data
+            losses.append(loss.item())
+        return losses, names
+
+    mine, names = train(matmul_, tanh_, sum_)
+    engine, _ = train(OPS["matmul"], OPS["tanh"], OPS["sum"])
+    if not {"my_matmul", "my_tanh", "my_sum"} <= names:
+        fail("training on your ops", f"the loss's graph holds the ops {sorted(names)}, not yours")
+    compare(f"training a 2-layer network on your ops: the loss at each of {STEPS} SGD steps, against the same network "
+            "on the engine's ops", np.array(engine), np.array(mine), "vjp", rtol=1e-6, atol=1e-9)
+    if not mine[-1] < 0.5 * mine[0]:
+        fail("training on your ops", f"the loss went from {mine[0]:.4f} to {mine[-1]:.4f}; it should fall")
+    say(f"trained a 3-16-1 tanh network on your my_matmul, my_tanh and my_sum: loss {mine[0]:.4f} -> "
+        f"{mine[-1]:.4f} in {STEPS} SGD steps, step for step the engine's")
+
+
+def _graph(root) -> list:
+    seen, stack, out = set(), [root], []
+    while stack:
+        t = stack.pop()
+        if id(t) in seen or t._op is None:
+            continue
+        seen.add(id(t))
+        out.append(t)
+        stack.extend(t._inputs or ())
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# 3. The backward pass: order and accumulation, on random graphs with reused tensors
+# --------------------------------------------------------------------------------------
+
+
+def random_graph(rng, dtype, n_leaves: int = 3, n_ops: int = 8):
+    """A random expression over leaves of shape (3, 4), (4,) and (3, 1), reusing tensors; (root, leaves, uses).
+
+    ``uses[id(t)]``: how many ops read t (a tensor read twice must get two shares).
+    """
+    shapes = [(3, 4), (4,), (3, 1)]
+    leaves = [mg.tensor(rng.standard_normal(shapes[i % 3]).astype(dtype), requires_grad=True, name=f"leaf{i}")
+              for i in range(n_leaves)]
+    pool = list(leaves)
+    uses: dict[int, int] = {}
+
+    def pick():
+        t = pool[int(rng.integers(len(pool)))]
+        uses[id(t)] = uses.get(id(t), 0) + 1
+        return t
+
+    for _ in range(n_ops):
+        kind = int(rng.integers(6))
+        if kind == 0:
+            a = pick()
+            new = a * a  # the same tensor twice, into one op
+            uses[id(a)] += 1
+        elif kind == 1:
+            new = pick() + pick()
+        elif kind == 2:
+            new = pick() * pick()
+        elif kind == 3:
+            new = pick().tanh()
+        elif kind == 4:
+            new = (pick() - pick()).sigmoid()
+        else:
+            new = pick().sum(axis=-1, keepdims=True) * 0.5
+        pool.append(new)
+    root = pool[-1].sum()
+    uses[id(pool[-1])] = uses.get(id(pool[-1]), 0) + 1
+    for leaf in leaves:  # every leaf used at least once more: the root depends on all of them
+        root = root + (leaf * leaf).sum() * 0.1
+        uses[id(leaf)] = uses.get(id(leaf), 0) + 2
+    return root, leaves, uses
+
+
+def _reachable(root) -> dict[int, mg.Tensor]:
+    found, stack = {}, [root]
+    while stack:
+        t = stack.pop()
+        if id(t) not in found:
+            found[id(t)] = t
+            stack.extend(t._inputs or ())
+    return found
+
+
+def _label(t) -> str:
+    return t.name if t.name else (f"a tensor made by '{t._op.name}'" if t._op else "a leaf")
+
+
+def check_3(m, rng, say) -> None:
+    for trial in range(6):
+        root, leaves, uses = random_graph(rng, np.float64)
+        order = run_learner("toposort", m.toposort, root, hint_key="sort")
+        reachable = _reachable(root)
+        ids = [id(t) for t in order]
+        if len(set(ids)) != len(ids):
+            twice = next(t for t in order if ids.count(id(t)) > 1)
+            fail(f"toposort (random graph {trial})", f"lists {_label(twice)} {ids.count(id(twice))} times; each "
+                                                     f"tensor goes in once (keep a set of visited ids)", "sort")
+        missing = [t for i, t in reachable.items() if i not in set(ids) and t.requires_grad]
+        if missing:
+            fail(f"toposort (random graph {trial})", f"leaves out {len(missing)} of the {len(reachable)} tensors the "
+                                                     f"root depends on, e.g. {_label(missing[0])}", "sort")
+        if ids[-1] != id(root):
+            fail(f"toposort (random graph {trial})", "the root must come last", "sort")
+        position = {i: k for k, i in enumerate(ids)}
+        for t in order:
+            for x in t._inputs:
+                if id(x) in position and position[id(x)] > position[id(t)]:
+                    fail(f"toposort (random graph {trial})",
+                         f"{_label(t)} (position {position[id(t)]}) comes before its input {_label(x)} (position "
+                         f"{position[id(x)]}); every tensor must come after all of its inputs", "sort")
+    say("toposort: each tensor once, after all of its inputs, the root last (6 random graphs)")
+
+    # A tensor used three times, on its own, first: the classic accumulation bug is named as such.
+    x = mg.tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True, name="x")
+    y = (x * x + x.tanh()).sum()
+    (expected,) = mg.grad(y, [x], retain_graph=True)
+    (got,) = run_learner("grads on (x * x + tanh x).sum()", m.grads, y, [x], hint_key="loop")
+    compare("grads of (x * x + tanh(x)).sum() with respect to x, which three ops read (x*x reads it twice): "
+            "its gradient is the sum of the three shares, 2x + (1 - tanh(x)^2)", expected, got, "loop")
+    for dtype in DTYPES:
+        for trial in range(5):
+            root, leaves, uses = random_graph(rng, dtype, n_ops=6 + 2 * trial)
+            expected = mg.grad(root, leaves, retain_graph=True)
+            got = run_learner(f"grads (random graph {trial})", m.grads, root, leaves, hint_key="loop")
+            if not isinstance(got, list | tuple) or len(got) != len(leaves):
+                fail("grads", f"must return one gradient per leaf ({len(leaves)}), got {type(got).__name__}", "loop")
+            for leaf, e, g in zip(leaves, expected, got):
+                compare(f"grads (random graph {trial}, {dtype.__name__}), d root / d {leaf.name} (shape {leaf.shape}, "
+                        f"read by {uses.get(id(leaf), 0)} ops: its gradient is the sum of their shares)", e, g, "loop")
+    say("grads: equals mg.grad for every leaf of 10 random graphs with reused tensors (float32 and float64)")
+
+
+# --------------------------------------------------------------------------------------
+# 4. softmax, log-softmax (stable), cross-entropy
+# --------------------------------------------------------------------------------------
+
+SOFTMAX_CASES = [((3, 5), -1), ((2, 3, 4), 1), ((4, 3), 0), ((6,), -1)]
+
+
+def check_4(m, rng, say) -> None:
+    with registered(m.my_softmax, m.my_log_softmax) as (softmax_, log_softmax_):
+        for name, mine, ref in (("my_softmax", softmax_, "softmax"), ("my_log_softmax", log_softmax_, "log_softmax")):
+            for shape, axis in SOFTMAX_CASES:
+                grade_forward(name, mine.forward, OPS[ref], [shape], rng, params=dict(axis=axis), hint_key="softmax")
+            for dtype in DTYPES:  # rows near 1000 and near -1000: exp overflows unless shifted by the max
+                big = (rng.standard_normal((3, 5)) + np.array([[1000.0], [-1000.0], [0.0]])).astype(dtype)
+                with mg.no_grad():
+                    expected = OPS[ref](mg.tensor(big))
+                got = run_learner(f"{name}'s forward", mine.forward, big.copy(), hint_key="softmax")
+                if not np.isfinite(np.asarray(got)).all():
+                    fail(f"{name}'s forward on rows of logits near +1000 and -1000 ({dtype.__name__})",
+                         "gives inf or NaN: exp(1000) overflows. Subtract each row's max before exp", "softmax")
+                compare(f"{name}'s forward on rows near +-1000 ({dtype.__name__})", expected, np.asarray(got),
+                        "softmax")
+            for shape, axis in SOFTMAX_CASES:
+                grade_vjp(name, mine.vjp, OPS[ref], [shape], rng, params=dict(axis=axis), input_names=["x"],
+                          hint_key="softmax")
+            grade_op_checks(name, mine, [(3, 5)], rng, hint_key="softmax")
+            grade_op_checks(name, mine, [(2, 3, 4)], rng, params=dict(axis=1), hint_key="softmax")
+            say(f"{name}: forward (stable at +-1000) and VJP equal the engine's {ref} over {len(SOFTMAX_CASES)} "
+                f"shapes/axes; first and second order")
+        for n, c in ((4, 5), (7, 3), (1, 6)):
+            for dtype in DTYPES:
+                logits = mg.tensor(rng.standard_normal((n, c)).astype(dtype) * 3, requires_grad=True)
+                targets = rng.integers(0, c, n)
+                expected = OPS["cross_entropy"](logits, targets)
+                got = run_learner("cross_entropy", m.cross_entropy, logits, targets, hint_key="softmax")
+                what = f"cross_entropy ({n} rows, {c} classes, {dtype.__name__})"
+                compare(f"{what}, its value", expected, got, "softmax")
+                (e,) = mg.grad(expected, [logits])
+                (g,) = run_learner(f"{what}'s gradient", mg.grad, got, [logits], hint_key="softmax")
+                compare(f"{what}, d loss / d logits (should be (softmax - onehot) / rows)", e, g, "softmax")
+        targets = np.array([0, 3, 4, 1])
+        grade_op_checks("cross_entropy", m.cross_entropy, [(4, 5)], rng, constants=(targets,), hint_key="softmax")
+        say("cross_entropy: value and gradient equal the engine's fused cross_entropy; first and second order")
+
+
+# --------------------------------------------------------------------------------------
+# 5. layer norm, GELU, attention's weights: against the fused op and its composite
+# --------------------------------------------------------------------------------------
+
+
+def _composite(name: str):
+    """The fused op ``name`` run as its composite of core ops."""
+    def run(*inputs, **params):
+        with mg.composite_mode():
+            return OPS[name](*inputs, **params)
+    return run
+
+
+def check_5(m, rng, say) -> None:
+    layer_norm_cases = [([(3, 5), (5,), (5,)], dict(eps=1e-5)), ([(2, 3, 4), (4,), (4,)], dict(eps=0.1)),
+                        ([(6,), (6,), (6,)], dict(eps=1e-5))]
+    gelu_cases = [[(3, 4)], [(2, 3, 5)], [()]]
+    attention_cases = [([(2, 3, 4), (2, 5, 4)], dict(scale=0.5)), ([(3, 4), (5, 4)], dict(scale=0.5)),
+                       ([(2, 1, 3, 4), (3, 5, 4)], dict(scale=0.7))]
+    blocks = [("my_layer_norm", m.my_layer_norm, "layer_norm", layer_norm_cases, ["x", "weight", "bias"], {}),
+              ("my_gelu", m.my_gelu, "gelu", [(s, {}) for s in gelu_cases], ["x"], dict(approximate="tanh")),
+              ("my_attention_weights", m.my_attention_weights, "attention_weights", attention_cases, ["q", "k"], {})]
+    for name, block, ref, cases, names, fixed in blocks:
+        with registered(block) as mine:
+            for against, reference in (("fused op", OPS[ref]), ("composite", _composite(ref))):
+                def engine(*xs, reference=reference, fixed=fixed, **params):
+                    return reference(*xs, **params, **fixed)
+
+                for shapes, params in cases:
+                    grade_forward(f"{name} (against the {against} {ref})", mine.forward, engine, shapes, rng,
+                                  params=params, hint_key="fused")
+                    grade_vjp(f"{name} (against the {against} {ref})", mine.vjp, engine, shapes, rng, params=params,
+                              input_names=names, hint_key="fused")
+            shapes, params = cases[0]
+            grade_op_checks(name, mine, shapes, rng, params=params, hint_key="fused")
+            say(f"{name}: forward and VJP equal the fused {ref} and its composite ({len(cases)} shapes, float32 "
+                f"and float64); first and second order")
+    with registered(m.my_layer_norm, m.my_gelu):
+        _check_block_on_learner_ops(rng, say)
+
+
+def _block(mine: bool):
+    """x + down(gelu(up(layer_norm(x)))): a transformer's MLP half, on the learner's ops or the engine's."""
+    from minigrad import nn
+
+    class MLPBlock(nn.Module):
+        def __init__(self, d: int):
+            super().__init__()
+            self.norm = nn.LayerNorm(d)
+            self.up = nn.Linear(d, 2 * d, rng=np.random.default_rng(3))
+            self.down = nn.Linear(2 * d, d, rng=np.random.default_rng(4))
+            self.norm.weight.data[:] = np.random.default_rng(5).uniform(0.5, 1.5, d)
+            self.norm.bias.data[:] = np.random.default_rng(6).normal(0, 0.1, d)
+
+        def forward(self, x):
+            if mine:
+                h = OPS["my_layer_norm"](x, self.norm.weight, self.norm.bias, eps=1e-5)
+                return x + self.down(OPS["my_gelu"](self.up(h)))
+            return x + self.down(OPS["gelu"](self.up(self.norm(x)), approximate="tanh"))
+
+    return MLPBlock(4)
+
+
+def _check_block_on_learner_ops(rng, say) -> None:
+    from minigrad import nn
+
+    x = rng.standard_normal((2, 3, 4))
+    yours, engines = _block(True).double(), _block(False).double()
+    outs = []
+    for block in (yours, engines):
+        xt = mg.tensor(x, requires_grad=True)
+        out = block(xt)
+        outs.append((out, *mg.grad((out * out).sum(), [xt, *block.parameters()])))
+    for k, what in enumerate(["output", "d loss / d x"] + [f"d loss / d {n}" for n, _ in yours.named_parameters()]):
+        compare(f"an MLP block (layer norm, linear, GELU, linear, residual) on your ops, against the same block on "
+                f"the engine's: {what}", outs[1][k], outs[0][k], "fused")
+    try:
+        nn.gradcheck(yours, x)
+    except mg.GradcheckError as err:
+        fail("an MLP block on your my_layer_norm and my_gelu, nn.gradcheck (its input and every parameter)",
+             str(err), "fused")
+    say("an MLP block built on your my_layer_norm and my_gelu: output and every gradient equal the engine's; "
+        "nn.gradcheck passes for its input and parameters")
+
+
+# --------------------------------------------------------------------------------------
+# 6. An RNN by hand, and its Jacobian through time: the lesson's vanishing-gradient numbers
+# --------------------------------------------------------------------------------------
+
+D_HIDDEN, N_TOKENS, LENGTHS = 16, 60, (1, 5, 10, 20, 40, 60)
+LESSON_NORMS = {1: 2.63e+00, 60: 1.62e-13}  # what demos/rnn_vanishing_gradient.py prints, to 3 digits
+
+
+def lesson_rnn():
+    """The lesson's W, U and tokens: np.random.default_rng(0), drawn in that order."""
+    rng = np.random.default_rng(0)
+    W = rng.normal(0, 0.9 / np.sqrt(D_HIDDEN), (D_HIDDEN, D_HIDDEN))
+    U = rng.normal(0, 1 / np.sqrt(D_HIDDEN), (D_HIDDEN, D_HIDDEN))
+    return W, U, rng.normal(0, 1, (N_TOKENS, D_HIDDEN))
+
+
+def check_6(m, rng, say) -> None:
+    from minigrad import nn
+
+    W, U, tokens = lesson_rnn()
+    for dtype in DTYPES:
+        cell = nn.RNNCell(D_HIDDEN, D_HIDDEN, bias=False)
+        cell = cell.double() if dtype == np.float64 else cell
+        cell.load_state_dict({"weight_hh": W.astype(dtype), "weight_ih": U.astype(dtype)})
+        h0 = mg.tensor(rng.normal(0, 0.5, (1, D_HIDDEN)).astype(dtype))
+        states = run_learner("rnn_states", m.rnn_states, mg.tensor(W.astype(dtype)), mg.tensor(U.astype(dtype)),
+                             tokens[:12], h0, hint_key="rnn")
+        if len(states) != 13:
+            fail("rnn_states", f"for 12 tokens return 13 states [h_0, ..., h_12], got {len(states)}", "rnn")
+        h = h0
+        for t, x in enumerate(tokens[:12], start=1):
+            h = cell(mg.tensor(x[None].astype(dtype)), h)
+            compare(f"rnn_states, h_{t} ({dtype.__name__}), against nn.RNNCell(bias=False)", h, states[t], "rnn")
+    say("rnn_states: every hidden state equals nn.RNNCell's (12 steps, float32 and float64)")
+
+    cell = nn.RNNCell(D_HIDDEN, D_HIDDEN, bias=False).double()
+    cell.load_state_dict({"weight_hh": W, "weight_ih": U})
+    W_, U_ = mg.tensor(W), mg.tensor(U)
+    norms = {}
+    for T in LENGTHS:
+        h0 = mg.zeros(1, D_HIDDEN, dtype=np.float64, requires_grad=True)
+
+        def h_T(h, T=T):
+            for x in tokens[:T]:
+                h = cell(mg.tensor(x[None]), h)
+            return h
+
+        expected = mg.jacobian(h_T, h0).data.reshape(D_HIDDEN, D_HIDDEN)  # the lesson's way: backprop, row by row
+        with mg.no_grad():
+            states = [s.data for s in run_learner("rnn_states", m.rnn_states, W_, U_, tokens[:T], h0.detach())]
+        got = run_learner("jacobian_through_time", m.jacobian_through_time, W, states, hint_key="rnn")
+        compare(f"jacobian_through_time: d h_{T} / d h_0 (h_0 = 0, the lesson's weights and tokens), against "
+                f"mg.jacobian", expected, np.asarray(got), "rnn", rtol=1e-6, atol=1e-18)
+        norms[T] = float(np.linalg.norm(got))
+    for T, printed in LESSON_NORMS.items():
+        if f"{norms[T]:.2e}" != f"{printed:.2e}":
+            fail(f"||d h_{T} / d h_0||", f"the lesson prints {printed:.2e}, yours is {norms[T]:.2e}", "rnn")
+    say("jacobian_through_time: the product of diag(1 - h_t^2) W equals backprop's d h_T / d h_0; the lesson's "
+        "numbers: " + ", ".join(f"T={T}: {n:.2e}" for T, n in norms.items()))
+
+
+# --------------------------------------------------------------------------------------
+# 7. AdamW with clipping, against optim.AdamW and optim.clip_grad_norm_ over many steps
+# --------------------------------------------------------------------------------------
+
+ADAM_STEPS, MAX_NORM = 40, 0.1
+
+
+def check_7(m, rng, say) -> None:
+    from minigrad import nn, optim
+
+    settings = dict(lr=0.05, betas=(0.8, 0.95), eps=1e-8, weight_decay=0.1)
+    for dtype in DTYPES:
+        X = mg.tensor(rng.standard_normal((16, 4)).astype(dtype))
+        Y = mg.tensor(3 * rng.standard_normal((16, 2)).astype(dtype))
+        model = nn.Sequential(nn.Linear(4, 8, rng=np.random.default_rng(1)), nn.Tanh(),
+                              nn.Linear(8, 2, rng=np.random.default_rng(2)))
+        model = model.double() if dtype == np.float64 else model
+        names = [name for name, _ in model.named_parameters()]
+        engine = list(model.parameters())
+        mine = [p.data.copy() for p in engine]
+        opt = optim.AdamW(engine, **settings)
+        state, clipped = {}, 0
+
+        def loss_of(params, X=X, Y=Y):
+            h = (X @ params[0].T + params[1]).tanh()
+            out = h @ params[2].T + params[3]
+            return ((out - Y) ** 2).mean()
+
+        for step in range(1, ADAM_STEPS + 1):
+            opt.zero_grad()
+            loss_of(engine).backward()
+            total = optim.clip_grad_norm_(engine, MAX_NORM)
+            clipped += total > MAX_NORM
+            opt.step()
+            leaves = [mg.tensor(p, requires_grad=True) for p in mine]
+            grads = [g.data for g in mg.grad(loss_of(leaves), leaves)]
+            scaled, my_total = run_learner("clip_by_global_norm", m.clip_by_global_norm, grads, MAX_NORM,
+                                           hint_key="adam")
+            compare(f"clip_by_global_norm at step {step} ({dtype.__name__}): the norm before clipping", total,
+                    my_total, "adam", rtol=1e-5 if dtype == np.float32 else 1e-10)
+            run_learner("adamw_step", m.adamw_step, mine, list(scaled), state, **settings, hint_key="adam")
+            for name, p, q in zip(names, engine, mine):
+                compare(f"adamw_step: parameter '{name}' after step {step} of {ADAM_STEPS} ({dtype.__name__}, "
+                        f"clipped to norm {MAX_NORM} when above; {settings})", p.data, q, "adam",
+                        rtol=1e-4 if dtype == np.float32 else 1e-10, atol=1e-6 if dtype == np.float32 else 1e-12)
+        if not clipped:
+            raise AssertionError("the check's clipping never engaged: choose a smaller MAX_NORM")
+    say(f"clip_by_global_norm and adamw_step: every parameter equals optim.AdamW's after each of {ADAM_STEPS} steps "
+        f"(clipping engaged on some), float32 and float64")
+
+
+# --------------------------------------------------------------------------------------
+# 8. A KV cache, against generation without one
+# --------------------------------------------------------------------------------------
+
+
+def check_8(m, rng, say) -> None:
+    from models import GPT, GPTConfig
+
+    cache = m.MyKVCache()
+    if run_learner("MyKVCache().length", lambda: cache.length, hint_key="kv") != 0:
+        fail("MyKVCache", "an empty cache has length 0", "kv")
+    parts = [mg.tensor(rng.standard_normal((2, 3, n, 4)).astype(np.float32)) for n in (5, 1, 2)]
+    for i, k in enumerate(parts):
+        got_k, got_v = run_learner("MyKVCache.update (appending along the time axis, -2)", cache.update, k, k * 2.0,
+                                   hint_key="kv")
+        want = np.concatenate([p.data for p in parts[:i + 1]], axis=-2)
+        sizes = [p.shape[-2] for p in parts[:i + 1]]
+        compare(f"MyKVCache.update: the keys after appending (2, 3, T, 4) blocks of {sizes} positions (along the "
+                f"time axis, -2)", want, got_k, "kv")
+        compare("MyKVCache.update: the values", want * 2, got_v, "kv")
+        if cache.length != want.shape[-2]:
+            fail("MyKVCache.length", f"after {want.shape[-2]} positions, got {cache.length}", "kv")
+    say("MyKVCache: appends along the time axis and counts its positions")
+
+    for dtype in DTYPES:
+        config = GPTConfig(vocab_size=13, block_size=24, n_layer=2, n_head=2, d_model=16)
+        model = GPT(config, seed=0)
+        model = model.double() if dtype == np.float64 else model
+        model.eval()
+        prompt = rng.integers(0, 13, (2, 5))
+        caches = [m.MyKVCache() for _ in model.blocks]
+        with mg.no_grad():
+            tokens = prompt
+            new = prompt
+            for step in range(6):
+                cached = model(new, kv_caches=caches)[0][:, -1]
+                uncached = model(tokens)[0][:, -1]
+                compare(f"logits of step {step} with your caches ({dtype.__name__}), against the model run on the "
+                        f"whole sequence without a cache", uncached, cached, "kv", rtol=1e-4, atol=1e-5)
+                new = uncached.data.argmax(axis=-1)[:, None]
+                tokens = np.concatenate([tokens, new], axis=1)
+        widths = []
+        forward = model.forward
+
+        def watched(idx, *args, widths=widths, forward=forward, **kwargs):
+            widths.append(np.shape(idx)[1])
+            return forward(idx, *args, **kwargs)
+
+        model.forward = watched
+        try:
+            got = run_learner("generate_greedy", m.generate_greedy, model, prompt, 10, hint_key="kv")
+        finally:
+            del model.forward
+        expected = model.generate(prompt, 10, temperature=0, use_cache=False)
+        compare(f"generate_greedy's tokens ({dtype.__name__}), against model.generate(temperature=0, "
+                f"use_cache=False)", expected, np.asarray(got), "kv")
+        if widths[1:] and max(widths[1:]) != 1:
+            fail("generate_greedy", f"fed the model {widths} positions per step: after the prompt, feed only the "
+                                    f"newest token (the caches hold the rest)", "kv")
+    say("generate_greedy: the same tokens and logits as generation without a cache, one position per step "
+        "(float32 and float64)")
+
+
+# --------------------------------------------------------------------------------------
+# 9. Forward mode from the VJPs, against mg.jvp
+# --------------------------------------------------------------------------------------
+
+
+def check_9(m, rng, say) -> None:
+    W = rng.standard_normal((4, 6))
+    functions = [
+        ("tanh(x @ W)", (3, 4), lambda x: (x @ mg.tensor(W.astype(x.dtype))).tanh()),
+        ("softmax(x) over the last axis", (2, 5), lambda x: x.softmax(axis=-1)),
+        ("layer_norm(x) (fused)", (3, 6), lambda x: OPS["layer_norm"](x, eps=1e-5)),
+        ("(x * x).sum() (a scalar output)", (5,), lambda x: (x * x).sum()),
+        ("x[[0, 2, 2]] * exp(x[1])", (3, 4), lambda x: x[np.array([0, 2, 2])] * x[1].exp()),
+    ]
+    for name, shape, fn in functions:
+        for dtype in DTYPES:
+            x = mg.tensor(rng.standard_normal(shape).astype(dtype))
+            t = mg.tensor(rng.standard_normal(shape).astype(dtype))
+            y, expected = mg.jvp(fn, x, t)
+            got = run_learner(f"jvp of {name}", m.jvp, fn, x, t, hint_key="jvp")
+            if not isinstance(got, tuple | list) or len(got) != 2:
+                fail(f"jvp of {name}", "must return (fn(x), J t)", "jvp")
+            compare(f"jvp of {name} ({dtype.__name__}, x {shape}): the output fn(x)", y, got[0], "jvp")
+            compare(f"jvp of {name} ({dtype.__name__}, x {shape}): J t, against mg.jvp", expected, got[1], "jvp")
+        x = mg.tensor(rng.standard_normal(shape))
+        columns = [m.jvp(fn, x, mg.tensor(np.eye(x.size)[i].reshape(shape)))[1].data.reshape(-1)
+                   for i in range(x.size)]
+        compare(f"the Jacobian of {name} built column by column from your jvp, against mg.jacobian",
+                mg.jacobian(fn, x).data.reshape(-1, x.size), np.stack(columns, axis=-1), "jvp")
+    say(f"jvp: output and J t equal mg.jvp for {len(functions)} functions (float32 and float64); the whole "
+        f"Jacobian, column by column, equals mg.jacobian's")

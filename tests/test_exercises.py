@@ -1,0 +1,226 @@
+"""The course in demos/exercises: every check passes on the reference solutions, fails on a wrong one naming
+the fault, and says "not started" on the untouched stubs; a learner's op runs in the real table."""
+
+import types
+
+import numpy as np
+import pytest
+
+import minigrad as mg
+from demos.exercises import EXERCISES, check, status
+from demos.exercises.__main__ import main
+from demos.exercises.course import load
+from demos.exercises.grader import Wrong, registered
+from minigrad.ops import OPS
+
+
+def solutions(n):
+    return load(n, solutions=True)
+
+
+def altered(n, **replacements):
+    """The reference solution of exercise ``n`` with some names replaced: a deliberately wrong answer."""
+    namespace = types.SimpleNamespace(**vars(solutions(n)))
+    for name, value in replacements.items():
+        setattr(namespace, name, value)
+    return namespace
+
+
+def block(base, name=None, **parts):
+    """A copy of an op block with some of its functions replaced (the class name is the op's name)."""
+    return type(name or base.__name__, (), {**{k: v for k, v in vars(base).items() if not k.startswith("__")},
+                                            "__doc__": base.__doc__, **parts})
+
+
+@pytest.mark.parametrize("n", [e.number for e in EXERCISES])
+def test_every_check_passes_on_the_reference_solutions(n):
+    said = []
+    check(n, solutions=True, say=said.append)
+    assert said, "a check says what passed"
+    assert not [name for name in OPS if name.startswith("my_")], "the learner's ops are taken out again"
+
+
+@pytest.mark.parametrize("n", [e.number for e in EXERCISES])
+def test_the_untouched_stubs_are_not_started(n):
+    with pytest.raises(NotImplementedError, match=f"exercise {n}:"):
+        check(n, say=lambda line: None)
+    assert status(n)[0] == "not started"
+
+
+def _wrong_cases():
+    s1, s2, s3, s4, s5 = (solutions(n) for n in range(1, 6))
+    s6, s7, s8, s9 = (solutions(n) for n in range(6, 10))
+
+    def mul_without_sum_back(g, out, a, b):
+        return g * b, g * a
+
+    def exp_through_numpy(g, out, x):  # right values, but steps outside the graph: second order fails
+        return (g * mg.tensor(np.exp(x.data)),)
+
+    def scatter_by_assignment(g, *, index, shape):
+        out = np.zeros(shape, dtype=g.dtype)
+        out[index] += g  # buffered: a repeated index keeps one of its rows
+        return out
+
+    def grads_that_overwrite(root, leaves):
+        gradient = {id(root): mg.ones_like(root)}
+        with mg.no_grad():
+            for t in reversed(s3.toposort(root)):
+                g = gradient.get(id(t))
+                if g is None or t._op is None:
+                    continue
+                for x, gx in zip(t._inputs, t._op.vjp(g, t, *t._inputs, **t._params)):
+                    if gx is not None and x.requires_grad:
+                        gradient[id(x)] = s1.unbroadcast(gx, x.shape)  # = instead of +=
+        return [gradient.get(id(x), mg.zeros_like(x)) for x in leaves]
+
+    def toposort_twice(root):
+        order = []
+
+        def visit(t):
+            for x in t._inputs:
+                visit(x)
+            order.append(t)
+
+        visit(root)
+        return order
+
+    def unstable_softmax(x, *, axis=-1):
+        e = np.exp(x)
+        return e / e.sum(axis=axis, keepdims=True)
+
+    def layer_norm_vjp_missing_a_term(g, out, x, weight, bias, *, eps=1e-5):
+        xc = x - x.mean(axis=-1, keepdims=True)
+        rstd = ((xc * xc).mean(axis=-1, keepdims=True) + eps) ** -0.5
+        v = g * weight
+        return rstd * (v - v.mean(axis=-1, keepdims=True)), s1.unbroadcast(g * xc * rstd, weight.shape), \
+            s1.unbroadcast(g, bias.shape)
+
+    def jacobian_in_the_wrong_order(W, states):
+        J = np.eye(W.shape[0])
+        for h in states[1:]:
+            J = J @ ((1.0 - h.reshape(-1) ** 2)[:, None] * W)
+        return J
+
+    def adamw_without_bias_correction(params, grads, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                                      weight_decay=1e-2):
+        beta1, beta2 = betas
+        if not state:
+            state.update(m=[np.zeros_like(p) for p in params], v=[np.zeros_like(p) for p in params])
+        for p, g, m, v in zip(params, grads, state["m"], state["v"]):
+            p *= 1 - lr * weight_decay
+            m[...] = beta1 * m + (1 - beta1) * g
+            v[...] = beta2 * v + (1 - beta2) * g * g
+            p -= lr * m / (np.sqrt(v) + eps)
+
+    def clip_each_gradient_alone(grads, max_norm):
+        total = float(np.sqrt(sum((g.astype(np.float64) ** 2).sum() for g in grads)))
+        return [g * min(1.0, max_norm / (np.linalg.norm(g) + 1e-6)) for g in grads], total
+
+    class CacheOnTheWrongAxis(s8.MyKVCache):
+        def update(self, k, v):
+            if self.k is None:
+                self.k, self.v = k, v
+            else:
+                self.k, self.v = mg.concatenate([self.k, k], axis=-1), mg.concatenate([self.v, v], axis=-1)
+            return self.k, self.v
+
+    def generate_without_the_cache(model, prompt, steps):
+        tokens = prompt
+        with mg.no_grad():
+            for _ in range(steps):
+                new = model(tokens)[0][:, -1].data.argmax(axis=-1)[:, None]
+                tokens = np.concatenate([tokens, new], axis=1)
+        return tokens
+
+    def jvp_that_is_a_vjp(fn, x, t):
+        x = x.detach().requires_grad_()
+        y = fn(x)
+        return y.detach(), mg.grad(y, [x], mg.ones_like(y))[0]
+
+    return [
+        (1, dict(my_exp=block(s1.my_exp, vjp=lambda g, out, x: (g * x,))), ["my_exp's VJP", "index", "expected"]),
+        (1, dict(my_exp=block(s1.my_exp, vjp=exp_through_numpy)), ["my_exp", "second-order"]),
+        (1, dict(my_mul=block(s1.my_mul, vjp=mul_without_sum_back)), ["my_mul's VJP", "shape", "broadcast"]),
+        (1, dict(unbroadcast=lambda g, shape: g.sum(axis=tuple(range(g.ndim - len(shape))))),
+         ["unbroadcast", "shape"]),
+        (2, dict(my_scatter_add=block(s2.my_scatter_add, forward=scatter_by_assignment)),
+         ["my_scatter_add's forward", "repeated indices must add up", "index"]),
+        (2, dict(my_transpose=block(s2.my_transpose, vjp=lambda g, out, x, *, axes: (g.transpose(axes),))),
+         ["my_transpose's VJP"]),
+        (3, dict(grads=grads_that_overwrite), ["grads of (x * x + tanh(x)).sum()", "sum of the three shares"]),
+        (3, dict(toposort=toposort_twice), ["toposort", "times; each tensor goes in once"]),
+        (4, dict(my_softmax=block(s4.my_softmax, forward=unstable_softmax)), ["my_softmax's forward", "overflows"]),
+        (4, dict(cross_entropy=lambda logits, targets: -mg.OPS["my_log_softmax"](logits)[
+            np.arange(len(targets)), targets].sum()), ["cross_entropy", "value"]),
+        (5, dict(my_layer_norm=block(s5.my_layer_norm, vjp=layer_norm_vjp_missing_a_term)),
+         ["my_layer_norm", "VJP, gradient for x", "fused op layer_norm"]),
+        (6, dict(jacobian_through_time=jacobian_in_the_wrong_order), ["jacobian_through_time", "mg.jacobian"]),
+        (7, dict(adamw_step=adamw_without_bias_correction), ["adamw_step", "after step 1 of"]),
+        (7, dict(clip_by_global_norm=clip_each_gradient_alone), ["adamw_step", "parameter"]),
+        (8, dict(MyKVCache=CacheOnTheWrongAxis), ["MyKVCache.update", "time axis"]),
+        (8, dict(generate_greedy=generate_without_the_cache), ["generate_greedy", "feed only the newest token"]),
+        (9, dict(jvp=jvp_that_is_a_vjp), ["jvp of", "J t, against mg.jvp"]),
+    ]
+
+
+@pytest.mark.parametrize("n, replacements, named", _wrong_cases(),
+                         ids=lambda v: "-".join(v) if isinstance(v, dict) else None)
+def test_a_wrong_solution_fails_and_the_message_names_the_fault(n, replacements, named):
+    with pytest.raises(Wrong) as caught:
+        check(n, module=altered(n, **replacements), say=lambda line: None)
+    message = str(caught.value)
+    for words in named:
+        assert words in message, f"{words!r} not in: {message}"
+    assert "Read:" in message  # and where to read about it
+    assert not [name for name in OPS if name.startswith("my_")], "a failed check takes the learner's ops out too"
+
+
+def test_a_filled_op_exercise_trains_a_tiny_model_on_the_learners_ops():
+    s1, s2 = solutions(1), solutions(2)
+    rng = np.random.default_rng(0)
+    points = rng.standard_normal((64, 2))
+    X = np.concatenate([points, np.ones((64, 1))], axis=1)  # a constant column: the hidden layer's bias
+    with registered(s2.my_matmul, s1.my_tanh, s2.my_sum) as (matmul, tanh, total):
+        w1 = mg.tensor(rng.standard_normal((3, 16)), requires_grad=True)
+        w2 = mg.tensor(rng.standard_normal((16, 2)) * 0.5, requires_grad=True)
+        from minigrad import optim
+        opt = optim.Adam([w1, w2], lr=0.05)
+        targets = (points[:, 0] * points[:, 1] > 0).astype(np.int64)  # XOR of the signs: needs the hidden layer
+        losses = []
+        for _ in range(300):
+            logits = matmul(tanh(matmul(mg.tensor(X), w1)), w2)
+            loss = mg.OPS["cross_entropy"](logits, targets)
+            assert {t._op.name for t in (logits, logits._inputs[0])} == {"my_matmul", "my_tanh"}
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        accuracy = (matmul(tanh(matmul(mg.tensor(X), w1)), w2).data.argmax(-1) == targets).mean()
+        assert total(mg.tensor(np.ones(3))).item() == 3.0
+    assert losses[-1] < 0.3 * losses[0] and accuracy > 0.9, (losses[0], losses[-1], accuracy)
+
+
+def test_the_command_line_lists_progress_and_grades(capsys):
+    assert main(["list"]) == 0
+    listing = capsys.readouterr().out
+    assert listing.count(" not started ") == len(EXERCISES)
+    assert "1. not started  VJPs of elementwise ops" in listing
+    assert main(["check", "1", "--solutions"]) == 0
+    out = capsys.readouterr().out
+    assert "ok  my_exp: VJP equals the engine's exp" in out and "exercise 1 passes" in out
+    assert main(["check", "3"]) == 1
+    assert "not started: exercise 3: toposort is still a stub" in capsys.readouterr().out
+    assert main(["list", "--solutions"]) == 0
+    assert capsys.readouterr().out.count(". done ") == len(EXERCISES)
+
+
+def test_a_half_done_exercise_is_in_progress(tmp_path, monkeypatch):
+    from demos.exercises import stubs
+
+    stub = (stubs.HERE / "ex01_elementwise.py").read_text()
+    assert stubs.count_stubs("ex01_elementwise") == (5, 5)
+    filled = stub.replace('raise NotImplementedError("exercise 1: my_exp.vjp")', "return (g * out,)")
+    monkeypatch.setattr(stubs, "HERE", tmp_path)
+    (tmp_path / "ex01_elementwise.py").write_text(filled)
+    assert stubs.count_stubs("ex01_elementwise") == (4, 5)
