@@ -281,3 +281,21 @@ def byte_level_decoder() -> dict[str, int]:
             table[chr(256 + shifted)] = b
             shifted += 1
     return table
+
+
+def test_the_tokenizer_benchmark_runs_and_prints_its_table():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "benchmarks.tokenizer", "--quick", "--threads", "1"], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("|")]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    cells = next(row for row in rows if row[0] == "512")
+    assert cells[1] == "255" and float(cells[5]) > 1.5  # 512 = 256 bytes + 255 merges + <|endoftext|>; compresses
+    assert "load average" in done.stdout
