@@ -2,6 +2,7 @@
 
     python -m benchmarks.tokenizer                   # 1 MB of stdlib docstrings, vocabularies 1024, 2048, 4096
     python -m benchmarks.tokenizer --quick           # 50 kB, vocabulary 512 (seconds)
+    python -m benchmarks.tokenizer --step-cost       # + what a vocabulary costs the main demo's training step
 
 For each vocabulary size: the time to learn the merges (pre-tokenizing the
 text, counting its chunks, then the merge loop with incremental pair counts),
@@ -13,6 +14,12 @@ training uses every core it is given. Runs are interleaved (ours, theirs,
 ours, ...); the table gives the median and the range of ``--rounds`` runs.
 The one-off cost of building the split pattern's Unicode classes (once per
 process) is shown separately.
+
+``--step-cost`` times one training step of the main demo's default GPT
+(``demos.train_charlm``: 2 layers, d_model 128, 16 windows of 64 tokens) with
+the character vocabulary (96) and with BPE vocabularies, in turn: a bigger
+vocabulary makes the embedding and the output layer bigger. The ratio to the
+char step is what the README uses to give a BPE run the char run's time budget.
 """
 
 from __future__ import annotations
@@ -61,6 +68,34 @@ def measure(args) -> str:
                       f"\nBuilding the split pattern's Unicode classes (once per process): {pattern_s:.2f} s."])
 
 
+def step_cost(args) -> str:
+    import types
+
+    import numpy as np
+
+    from demos import train_charlm
+
+    cfg = train_charlm.TrainConfig()
+    vocabularies = {"char (96)": 96, **{f"BPE {v:,}": v for v in args.vocab_sizes}}
+    contenders, sizes = {}, {}
+    for name, vocab in vocabularies.items():
+        rng = np.random.default_rng(0)
+        model, _ = train_charlm.build_model(cfg, vocab, rng)
+        optimizer, scheduler = train_charlm.build_optimizer(model, cfg)
+        run = types.SimpleNamespace(model=model, cfg=cfg, optimizer=optimizer, scheduler=scheduler, updating=False)
+        x, y = rng.integers(0, vocab, size=(2, cfg.batch_size, cfg.block_size))
+        contenders[name] = lambda run=run, x=x, y=y: train_charlm.train_step(run, x, y)
+        sizes[name] = model.num_parameters()
+    times = _util.interleave(contenders, args.step_rounds, warmup=2)
+    char = _util.median(times["char (96)"])
+    rows = [[name, f"{sizes[name]:,}", _util.fmt_ms(_util.median(times[name])), _util.fmt_ms(min(times[name])),
+             f"{_util.median(times[name]) / char:.2f}"] for name in vocabularies]
+    title = (f"### One training step of the main demo's GPT ({cfg.n_layer} layers, d_model {cfg.d_model}, "
+             f"{cfg.batch_size} x {cfg.block_size} tokens), by vocabulary: {args.step_rounds} interleaved rounds")
+    headers = ["tokenizer", "parameters", "step ms (median)", "step ms (min)", "x char (median)"]
+    return title + "\n" + _util.markdown_table(headers, rows)
+
+
 def hf_train(text: str, vocab_size: int):
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
@@ -83,6 +118,8 @@ def main(argv=None) -> None:
     p.add_argument("--vocab-sizes", type=int, nargs="+", default=[1024, 2048, 4096])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--no-hf", action="store_true", help="skip Hugging Face tokenizers even if installed")
+    p.add_argument("--step-cost", action="store_true", help="also time the demo's training step per vocabulary")
+    p.add_argument("--step-rounds", type=int, default=15, help="interleaved rounds of --step-cost (15)")
     p.add_argument("--quick", action="store_true", help="50 kB, vocabulary 512, 1 round")
     args = p.parse_args(argv)
     if args.quick:
@@ -93,6 +130,8 @@ def main(argv=None) -> None:
     before = _util.load_average()
     table = measure(args)
     print(table)
+    if args.step_cost:
+        print("\n" + step_cost(args))
     print("\n" + _util.load_note(before, _util.load_average()))
 
 
