@@ -1,17 +1,24 @@
-"""Train a character-level language model on real text: a GPT (or an LSTM, or a plain RNN) on minigrad.
+"""Train a language model on real text: a GPT (or an LSTM, or a plain RNN) on minigrad, on characters or BPE.
 
     python -m demos.train_charlm                       # a small GPT on the standard library's docstrings
+    python -m demos.train_charlm --tokenizer bpe       # the same GPT on byte-level BPE tokens (2048)
     python -m demos.train_charlm --model lstm          # the same data, an LSTM
     python -m demos.train_charlm --text my_book.txt    # any UTF-8 text file instead
-    python -m demos.train_charlm --resume runs/charlm-gpt-20250101-120000
+    python -m demos.train_charlm --grad-accum 4        # 4 micro-batches a step: a 4x batch in 1x memory
+    python -m demos.train_charlm --resume runs/charlm-gpt-20250101-120000 [--steps 3000]
     python -m demos.sample runs/charlm-gpt-20250101-120000 --prompt "Return the"
 
-Every character of the text is a token. The model reads ``block_size``
-characters and predicts, at every position, the next one; the loss is the
-cross-entropy of those predictions, reported also in bits per character
-(loss / ln 2). The number to beat is the *unigram baseline*: the bits per
-character of a model that knows only how often each character occurs. A model
-that uses context goes well below it; the samples show what it has learned.
+With ``--tokenizer char`` (the default) every character of the text is a
+token; with ``--tokenizer bpe`` the tokens are byte-level BPE merges
+(``models/tokenizer.py``) learned from the training text, ~3 bytes each. The
+model reads ``block_size`` tokens and predicts, at every position, the next
+one; the loss is the cross-entropy of those predictions. Losses per token are
+not comparable across tokenizers (a BPE token carries more text), so every
+loss is also reported in bits per byte of text: loss / ln 2 x tokens per byte
+(of the split it is measured on). The number to beat is the *unigram
+baseline*: what a model that knows only how often each token occurs achieves.
+A model that uses context goes well below it; the samples show what it has
+learned.
 
 The training loop is the standard one (nanoGPT's, written out): random windows
 of the training text from a seeded NumPy Generator, AdamW (weight decay on the
@@ -20,8 +27,14 @@ the gradient clipped to a global norm of 1. Unless ``--warmup-steps`` is given,
 the warmup is the model's default (GPT 60 steps) or a tenth of ``--steps``,
 whichever is shorter, so ``--steps 60`` alone works.
 
-Every loss printed or plotted is in bits per character; ``metrics.json`` keeps
-the raw cross-entropy in nats (divide by ln 2 for bits).
+Every loss printed or plotted is in bits per byte (and bits per token);
+``metrics.json`` keeps the raw cross-entropy in nats per token, with the
+tokens-per-byte ratios that convert it.
+
+``--grad-accum N`` splits each step's batch (N x ``--batch-size`` windows, drawn
+at once) into N micro-batches whose gradients add up in ``.grad``; each
+micro-batch's loss is scaled by 1/N first, so the clip and the update see the
+whole batch's mean gradient, exactly as without accumulation.
 
 The default GPT (``models.GPT``: d_model 128, 4 heads, 64 characters of
 context) was chosen by measuring what learns most in a fixed budget of
@@ -41,17 +54,20 @@ Everything a run produces goes to its folder (``runs/charlm-<model>-<time>``
 by default; ``runs/`` is ignored by git):
 
 * ``config.json``: the model, training and data settings (and the text's SHA-256);
-* ``tokenizer.json``: the character table, without which the weights mean nothing;
+* ``tokenizer.json``: the character table or the BPE merges, without which the weights mean nothing;
 * ``checkpoint.safetensors``: model, optimizer, schedule and random-generator
   state (``minigrad.io``: safetensors, written atomically), saved at every
   evaluation, at the end, and on Ctrl-C;
 * ``metrics.json``: every training loss, the validation losses and the final figures;
-* ``loss_curve.png``: training and validation loss, in bits per character;
+* ``loss_curve.png``: training and validation loss, in bits per byte;
 * ``samples.txt``: the text sampled during training.
 
 ``--resume RUN_DIR`` continues from the checkpoint. Because the checkpoint
 holds the random generator's state too, a run that is stopped (``--stop-after
 N`` or Ctrl-C) and resumed logs exactly the losses of a run that never stopped.
+``--resume RUN_DIR --steps N`` moves the end of a run (a finished one too): the
+learning-rate schedule keeps its length, so the added steps run at its final
+rate (``decay_steps`` in config.json records that length).
 """
 
 from __future__ import annotations
