@@ -228,6 +228,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     values.update({k: getattr(args, k) for k in HYPERPARAMETERS if getattr(args, k, None) is not None})
     if args.warmup_steps is None:  # the default warmup shrinks with a short run, so --steps alone always works
         values["warmup_steps"] = min(values["warmup_steps"], values["steps"] // 10)
+    if args.vocab_size is not None and values["tokenizer"] != "bpe":
+        raise UsageError("--vocab-size sets the size of a BPE vocabulary; give it with --tokenizer bpe")
     if values["text"] is not None:
         values["text"] = str(values["text"])
     cfg = TrainConfig(**values)

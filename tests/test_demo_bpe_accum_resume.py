@@ -178,6 +178,12 @@ def test_an_extended_run_equals_one_resumed_in_pieces(text_file, tmp_path):
     assert pieces["train_losses"] == whole["train_losses"]
 
 
+def test_vocab_size_without_bpe_is_an_error(text_file, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        train_charlm.main(["--text", str(text_file), *TINY, "--vocab-size", "512"])
+    assert exit_info.value.code == 2 and "give it with --tokenizer bpe" in capsys.readouterr().err
+
+
 def test_resume_refuses_fewer_steps_than_done(text_file, tmp_path, capsys):
     folder = tmp_path / "run"
     train_charlm.main(["--text", str(text_file), *TINY, "--steps", "8", "--out", str(folder)])
