@@ -98,3 +98,28 @@ def test_train_outside_torchrun_and_a_missing_export_are_clear_errors(tmp_path, 
     with pytest.raises(SystemExit):
         continue_in_pytorch.main(["train", str(tmp_path)])
     assert "runs under torchrun" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option, named", [
+    (dict(position="sinusoidal"), "position='sinusoidal' (GPT-2: 'learned')"),
+    (dict(position="rope"), "position='rope' (GPT-2: 'learned')"),
+    (dict(norm="rmsnorm"), "norm='rmsnorm' (GPT-2: 'layernorm')"),
+    (dict(mlp="swiglu"), "mlp='swiglu' (GPT-2: 'gelu')"),
+    (dict(bias=False), "bias=False (GPT-2: True)"),
+    (dict(n_kv_head=1), "n_kv_head=1 (GPT-2 has one key/value head per query head: 2)"),
+])
+def test_save_gpt2_names_each_option_gpt2_cannot_hold(tmp_path, option, named):
+    from models import GPTConfig
+
+    model = GPT(GPTConfig(vocab_size=20, block_size=8, n_layer=1, n_head=2, d_model=8, **option), seed=0)
+    with pytest.raises(ValueError, match="not GPT-2-shaped") as info:
+        model.save_gpt2(tmp_path / "out")
+    assert named in str(info.value) and not (tmp_path / "out").exists()
+
+
+def test_save_gpt2_refuses_a_model_that_is_not_a_gpt(tmp_path):
+    from models import RNNLM, RNNConfig
+    from models.gpt2 import save_gpt2
+
+    with pytest.raises(TypeError, match="expected a models.GPT, got RNNLM"):
+        save_gpt2(RNNLM(RNNConfig(vocab_size=5, cell="lstm", d_model=4, hidden_size=4), seed=0), tmp_path / "x")
