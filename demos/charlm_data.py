@@ -18,10 +18,11 @@ So for one interpreter version the corpus is the same bytes on every machine.
 It is cached in ``$XDG_CACHE_HOME/minigrad`` (``~/.cache/minigrad``), outside
 the repository; the SHA-256 recorded with each run tells which text it saw.
 
-``CharTokenizer`` maps each distinct character to an integer id (sorted, so the
-ids do not depend on the order characters first appear). It is saved with the
-run as JSON, because a model's output layer only means something together
-with the exact table it was trained with.
+The tokenizers live in ``models/tokenizer.py``: ``CharTokenizer`` maps each
+distinct character to an integer id (sorted, so the ids do not depend on the
+order characters first appear); ``BPETokenizer`` is byte-level BPE. Either is
+saved with the run as JSON, because a model's output layer only means
+something together with the exact table it was trained with.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from minigrad.files import atomic_write
+from models.tokenizer import BPETokenizer, CharTokenizer  # noqa: F401  (the run's tokenizers; re-exported)
 
 DEFAULT_MAX_BYTES = 1_000_000
 SKIPPED_FOLDERS = frozenset({"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__"})
@@ -200,58 +202,15 @@ def text_file_corpus(path, min_chars: int) -> Corpus:
 
 
 # --------------------------------------------------------------------------------------
-# Characters <-> ids
-# --------------------------------------------------------------------------------------
-
-
-class CharTokenizer:
-    """Each distinct character of the training text gets an id, in sorted order of the characters."""
-
-    def __init__(self, chars):
-        self.chars = list(chars)
-        if len(set(self.chars)) != len(self.chars) or not self.chars:
-            raise ValueError("CharTokenizer: the characters must be distinct and non-empty")
-        self.ids = {ch: i for i, ch in enumerate(self.chars)}
-
-    @classmethod
-    def from_text(cls, text: str) -> CharTokenizer:
-        return cls(sorted(set(text)))
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.chars)
-
-    def encode(self, text: str) -> np.ndarray:
-        """The ids of ``text`` (int64); a character the tokenizer has never seen is an error naming it."""
-        unknown = sorted(set(text) - self.ids.keys())
-        if unknown:
-            raise DataError(f"the text has characters this model never saw in training: "
-                            f"{''.join(unknown)!r}; the vocabulary is {''.join(self.chars)!r}")
-        return np.fromiter((self.ids[ch] for ch in text), dtype=np.int64, count=len(text))
-
-    def decode(self, ids) -> str:
-        return "".join(self.chars[i] for i in np.asarray(ids).reshape(-1))
-
-    def to_json(self) -> str:
-        return json.dumps({"type": "char", "chars": self.chars}, indent=1)
-
-    def save(self, path) -> None:
-        atomic_write(Path(path), self.to_json())
-
-    @classmethod
-    def load(cls, path) -> CharTokenizer:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        if data.get("type") != "char" or not isinstance(data.get("chars"), list):
-            raise DataError(f"{path}: not a character tokenizer file")
-        return cls(data["chars"])
-
-    def __repr__(self) -> str:
-        return f"CharTokenizer(vocab_size={self.vocab_size})"
-
-
-# --------------------------------------------------------------------------------------
 # Splits, batches and the baseline to beat
 # --------------------------------------------------------------------------------------
+
+
+def split_text(text: str, val_fraction: float) -> tuple[str, str]:
+    """The first (1 - val_fraction) of the characters to train on, the rest to validate on: split before
+    tokenizing, so every tokenizer validates on the same text (and BPE learns its merges from training text only)."""
+    n_val = int(round(len(text) * val_fraction))
+    return text[:len(text) - n_val], text[len(text) - n_val:]
 
 
 def train_val_split(ids: np.ndarray, val_fraction: float) -> tuple[np.ndarray, np.ndarray]:

@@ -1,21 +1,21 @@
-"""Generate text from a run saved by ``demos.train_charlm``, one character at a time, with the KV cache.
+"""Generate text from a run saved by ``demos.train_charlm``, one token at a time, with the KV cache.
 
     python -m demos.sample runs/charlm-gpt-20250101-120000 --prompt "Return the" --temperature 0.8
     python -m demos.sample RUN_DIR --top-k 10 --max-new-tokens 500 --num-samples 3 --seed 1
 
 The run folder holds everything needed: ``config.json`` says which model to
-build, ``tokenizer.json`` maps characters to ids, and
+build, ``tokenizer.json`` maps text to ids (characters, or byte-level BPE), and
 ``checkpoint.safetensors`` holds the weights. The model continues the prompt
 by sampling (``models.generation``):
 
 * ``--temperature``: below 1 sharpens the distribution (safer, more
   repetitive text), above 1 flattens it; 0 is greedy decoding;
-* ``--top-k K``: draw only among the K likeliest characters;
-* ``--top-p P``: draw only among the likeliest characters that together hold
+* ``--top-k K``: draw only among the K likeliest tokens;
+* ``--top-p P``: draw only among the likeliest tokens that together hold
   probability P (nucleus sampling).
 
 A GPT keeps each layer's keys and values (the KV cache), so every new
-character costs one position rather than the whole prefix; ``--no-cache``
+token costs one position rather than the whole prefix; ``--no-cache``
 recomputes everything for comparison (the same text for the same seed).
 """
 
@@ -32,6 +32,7 @@ import numpy as np
 from demos import charlm_data as data
 from demos import train_charlm
 from minigrad import io
+from models.tokenizer import TokenizerError, load_tokenizer
 
 PROG = "python -m demos.sample"
 
@@ -41,10 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     add("run_dir", type=Path, metavar="RUN_DIR", help="a run folder made by python -m demos.train_charlm")
     add("--prompt", default="\n", help="text to continue (default: a newline)")
-    add("--max-new-tokens", type=int, default=300, metavar="N", help="characters to generate (300)")
+    add("--max-new-tokens", type=int, default=300, metavar="N", help="tokens to generate (300)")
     add("--temperature", type=float, default=0.8, help="sampling temperature; 0 = greedy (0.8)")
-    add("--top-k", type=int, metavar="K", help="sample among the K likeliest characters only")
-    add("--top-p", type=float, metavar="P", help="sample among the likeliest characters holding probability P")
+    add("--top-k", type=int, metavar="K", help="sample among the K likeliest tokens only")
+    add("--top-p", type=float, metavar="P", help="sample among the likeliest tokens holding probability P")
     add("--num-samples", type=int, default=1, metavar="N", help="independent samples to print (1)")
     add("--seed", type=int, default=0, help="seed of the sampling (0)")
     add("--no-cache", action="store_true", help="recompute the whole context at each step (slower, same text)")
@@ -60,7 +61,7 @@ def load_run(folder: Path):
     try:
         settings = json.loads((folder / "config.json").read_text())
         cfg = train_charlm.TrainConfig(**settings["train"])
-        tokenizer = data.CharTokenizer.load(folder / "tokenizer.json")
+        tokenizer = load_tokenizer(folder / "tokenizer.json")
     except (ValueError, KeyError, TypeError) as err:
         raise train_charlm.UsageError(f"{folder}: unreadable config.json or tokenizer.json ({err})") from None
     model, _ = train_charlm.build_model(cfg, tokenizer.vocab_size, np.random.default_rng(0))
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> list[str]:
         if not args.prompt:
             raise train_charlm.UsageError("--prompt is empty; give at least one character")
         prompt_ids = tokenizer.encode(args.prompt)
-    except (train_charlm.UsageError, data.DataError) as err:
+    except (train_charlm.UsageError, data.DataError, TokenizerError) as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
 
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> list[str]:
         if args.num_samples > 1:
             print(f"--- sample {i + 1} ---")
         print(text)
-    print(f"({args.num_samples * args.max_new_tokens} characters in {seconds:.1f} s, "
+    print(f"({args.num_samples * args.max_new_tokens} tokens in {seconds:.1f} s, "
           f"{args.num_samples * args.max_new_tokens / max(seconds, 1e-9):,.0f} per second)", file=sys.stderr)
     return samples
 

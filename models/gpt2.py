@@ -176,6 +176,8 @@ def save_gpt2(model: GPT, path) -> None:
     logits. The model must be GPT-2-shaped: LayerNorm, learned positions, a
     GELU MLP, biases, multi-head attention.
     """
+    if not isinstance(model, GPT):
+        raise TypeError(f"save_gpt2: expected a models.GPT, got {type(model).__name__}")
     c = model.config
     wrong = [f"{name}={getattr(c, name)!r} (GPT-2: {want!r})" for name, want in
              (("norm", "layernorm"), ("position", "learned"), ("mlp", "gelu"), ("bias", True))
@@ -183,7 +185,9 @@ def save_gpt2(model: GPT, path) -> None:
     if c.n_kv_head != c.n_head:
         wrong.append(f"n_kv_head={c.n_kv_head} (GPT-2 has one key/value head per query head: {c.n_head})")
     if wrong:
-        raise ValueError("save_gpt2: this GPT is not GPT-2-shaped: " + "; ".join(wrong))
+        raise ValueError("save_gpt2: this GPT is not GPT-2-shaped: " + "; ".join(wrong) + ". GPT-2's format "
+                         "cannot hold these options; build the model with GPT-2's choices to export it (the main "
+                         "demo: python -m demos.train_charlm --position learned)")
     path = os.fspath(path)
     file = path if path.endswith(".safetensors") else os.path.join(path, "model.safetensors")
     os.makedirs(os.path.dirname(os.path.abspath(file)), exist_ok=True)

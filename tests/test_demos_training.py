@@ -18,6 +18,7 @@ import pytest
 
 from demos import charlm_data as data
 from demos import train_charlm
+from models.tokenizer import TokenizerError
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -92,7 +93,7 @@ def test_tokenizer_round_trip_save_load_and_unknown_characters(tmp_path):
     tok.save(tmp_path / "tokenizer.json")
     again = data.CharTokenizer.load(tmp_path / "tokenizer.json")
     assert again.chars == tok.chars and again.vocab_size == 10
-    with pytest.raises(data.DataError, match=r"never saw in training: 'xz'"):
+    with pytest.raises(TokenizerError, match=r"never saw in training: 'xz'"):
         tok.encode("hex zero")
 
 
@@ -190,10 +191,10 @@ def test_printed_summary_says_where_everything_is(text_file, tmp_path, capsys):
     folder = tmp_path / "run"
     train_charlm.main(["--text", str(text_file), *TINY, "--steps", "4", "--out", str(folder), "--quiet"])
     out = capsys.readouterr().out
-    assert "unigram baseline:" in out and "bits/char" in out
+    assert "unigram baseline:" in out and "bits/byte" in out
     for name in ("checkpoint.safetensors", "config.json", "tokenizer.json", "metrics.json", "samples.txt"):
         assert str(folder / name) in out
-    assert f"python -m demos.sample {folder}" in out
+    assert f"{train_charlm.python_command()} -m demos.sample {folder}" in out
 
 
 def test_steps_alone_scales_the_default_warmup():
@@ -217,9 +218,10 @@ def test_steps_60_alone_runs_and_prints_losses_in_bits(text_file, tmp_path, caps
     evaluations = [line for line in out.splitlines() if line.startswith("step ")]
     assert len(evaluations) == 2
     for line in evaluations:  # both losses in the same unit, and said
-        assert re.search(r"train loss \d+\.\d\d bits/char .* val loss \d+\.\d\d bits/char", line), line
-    final_bpc = float(re.search(r"val loss (\d+\.\d\d) bits/char", evaluations[-1]).group(1))
-    assert final_bpc == pytest.approx(metrics["final_val_bpc"], abs=0.006)
+        assert re.search(r"train loss \d+\.\d\d bits/byte .* val loss \d+\.\d\d bits/byte", line), line
+    final_bpb = float(re.search(r"val loss (\d+\.\d\d) bits/byte", evaluations[-1]).group(1))
+    assert final_bpb == pytest.approx(metrics["final_val_bpb"], abs=0.006)
+    assert metrics["final_val_bpb"] == metrics["final_val_bits_per_token"]  # ASCII text, one token a character
 
 
 def test_default_corpus_run(tmp_path, capsys):
