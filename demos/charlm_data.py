@@ -42,7 +42,6 @@ from pathlib import Path
 import numpy as np
 
 from minigrad.files import atomic_write
-from models.tokenizer import BPETokenizer, CharTokenizer  # noqa: F401  (the run's tokenizers; re-exported)
 
 DEFAULT_MAX_BYTES = 1_000_000
 SKIPPED_FOLDERS = frozenset({"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__"})

@@ -18,7 +18,7 @@ import pytest
 
 from demos import charlm_data as data
 from demos import train_charlm
-from models.tokenizer import TokenizerError
+from models.tokenizer import CharTokenizer, TokenizerError
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -86,12 +86,12 @@ def test_fold_to_ascii():
 
 
 def test_tokenizer_round_trip_save_load_and_unknown_characters(tmp_path):
-    tok = data.CharTokenizer.from_text("hello, world\n")
+    tok = CharTokenizer.from_text("hello, world\n")
     assert tok.chars == sorted(set("hello, world\n"))
     ids = tok.encode("world hello")
     assert ids.dtype == np.int64 and tok.decode(ids) == "world hello"
     tok.save(tmp_path / "tokenizer.json")
-    again = data.CharTokenizer.load(tmp_path / "tokenizer.json")
+    again = CharTokenizer.load(tmp_path / "tokenizer.json")
     assert again.chars == tok.chars and again.vocab_size == 10
     with pytest.raises(TokenizerError, match=r"never saw in training: 'xz'"):
         tok.encode("hex zero")
@@ -157,7 +157,7 @@ def test_run_folder_holds_everything_promised(gpt_run, text_file):
     assert settings["train"]["model"] == "gpt" and settings["train"]["steps"] == 16
     assert settings["model"]["d_model"] == 16 and settings["model"]["vocab_size"] == settings["data"]["vocab_size"]
     assert settings["data"]["sha256"] == data.sha256_of(text_file.read_text())
-    tok = data.CharTokenizer.load(folder / "tokenizer.json")
+    tok = CharTokenizer.load(folder / "tokenizer.json")
     assert tok.vocab_size == settings["data"]["vocab_size"]
     samples = (folder / "samples.txt").read_text()
     assert samples.count("=== step") == 3  # every 6 steps (6, 12) and at the end (16)
