@@ -457,7 +457,12 @@ def _extreme_vjp(g, out, x, axis, keepdims):
 
 @op(method="max")
 class max:
-    """Maximum over ``axis``. Tied maxima share the gradient equally."""
+    """Maximum over ``axis``. Tied maxima share the gradient equally (as ``torch.amax``).
+
+    NumPy's meaning: ``x.max(-1)`` is the maxima alone, not PyTorch's (values,
+    indices) pair, so ``v, i = x.max(-1)`` on two rows unpacks the two row maxima.
+    The indices are ``x.argmax(-1)``.
+    """
     samples = _REDUCE
 
     def forward(x, *, axis=None, keepdims=False):
@@ -469,7 +474,10 @@ class max:
 
 @op(method="min")
 class min:
-    """Minimum over ``axis``. Tied minima share the gradient equally."""
+    """Minimum over ``axis``. Tied minima share the gradient equally (as ``torch.amin``).
+
+    NumPy's meaning: the minima alone, not PyTorch's (values, indices); the indices are ``x.argmin(axis)``.
+    """
     samples = _REDUCE
 
     def forward(x, *, axis=None, keepdims=False):

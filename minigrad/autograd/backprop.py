@@ -29,9 +29,11 @@ import contextlib
 
 import numpy as np
 
-from ..modes import set_grad_enabled, state
+from ..inplace import check_unchanged
+from ..modes import edits, set_grad_enabled, state
 from ..tensor import OpError, Tensor
 from .anomaly import check_backward
+from .arguments import one_per_output, tensors_given
 from .freed import record_of
 from .vjp_checks import check_grad, one_per_input, vjp_failure
 
@@ -237,6 +239,8 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
                 continue
             if t._inputs is None:
                 raise RuntimeError(_FREED)
+            if t._version < edits.count:  # some tensor changed in place since t was made: one of its inputs?
+                check_unchanged(t)
             for i, (x, gx) in enumerate(zip(t._inputs, _call_vjp(t, g))):
                 if gx is None:
                     continue
@@ -266,15 +270,19 @@ def _restoring_vjp_depth():
         state.vjp_depth = outer
 
 
-def backward(tensor: Tensor, gradient=None, retain_graph: bool | None = None, create_graph: bool = False):
-    """Accumulate the gradient of ``tensor`` into ``.grad`` of every leaf it depends on.
+def backward(tensors, gradient=None, retain_graph: bool | None = None, create_graph: bool = False):
+    """Accumulate the gradient of ``tensors`` into ``.grad`` of every leaf they depend on.
 
-    ``gradient`` is d(loss)/d(tensor), needed when ``tensor`` is not a scalar.
+    ``tensors`` is one Tensor or a list of them (as ``torch.autograd.backward``: the
+    leaves get the sum of their gradients); ``gradient`` is d(loss)/d(tensor), one
+    per tensor (a list for a list), needed for those that are not scalars.
     ``retain_graph`` keeps the graph for another backward (default: ``create_graph``).
     ``create_graph`` records the backward pass itself, for higher-order gradients.
     """
+    roots = tensors_given("backward", "tensors", tensors)
+    grads = one_per_output("backward", "gradient", roots, gradient, isinstance(tensors, Tensor))
     retain = create_graph if retain_graph is None else retain_graph
-    _run([tensor], [_as_grad(gradient, tensor)], retain, create_graph)
+    _run(roots, [_as_grad(g, r) for r, g in zip(roots, grads)], retain, create_graph)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, create_graph: bool = False,
@@ -285,13 +293,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, c
     non-scalars); an input the outputs do not depend on is an error unless
     ``allow_unused=True``, in which case its gradient is None.
     """
-    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
-    single = isinstance(inputs, Tensor)
-    inputs = [inputs] if single else list(inputs)
-    if grad_outputs is None:
-        grad_outputs = [None] * len(outputs)
-    elif isinstance(grad_outputs, Tensor | np.ndarray):
-        grad_outputs = [grad_outputs]
+    single_output = isinstance(outputs, Tensor)
+    outputs = tensors_given("grad", "outputs", outputs)
+    inputs = tensors_given("grad", "inputs", inputs)
+    grad_outputs = one_per_output("grad", "grad_outputs", outputs, grad_outputs, single_output)
     for i, x in enumerate(inputs):
         if not x.requires_grad:
             raise RuntimeError(f"grad: input {i} (shape {x.shape}) does not require grad")
