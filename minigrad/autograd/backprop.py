@@ -34,7 +34,7 @@ from ..modes import edits, set_grad_enabled, state
 from ..tensor import OpError, Tensor
 from .anomaly import check_backward
 from .arguments import one_per_output, tensors_given
-from .freed import record_of
+from .freed import remember_inputs
 from .vjp_checks import check_grad, one_per_input, vjp_failure
 
 _FREED = ("backward: this graph was already freed by an earlier backward(). Call backward(retain_graph=True) "
@@ -195,7 +195,7 @@ def _call_vjp(t: Tensor, g: Tensor) -> tuple:
 
 def _free(t: Tensor) -> None:
     """Drop what ``t``'s node holds for backward, so the arrays its inputs hold can go; keep its structure."""
-    record_of(t).inputs = tuple(record_of(x) for x in t._inputs)
+    remember_inputs(t)
     t._inputs = None
     t._params = None
     t._saved = None
@@ -226,6 +226,8 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
         for t in reversed(order):  # every tensor after all the tensors made from it
             g = grads.pop(id(t), None)
             if g is None:
+                if t._op is not None and not retain_graph:
+                    remember_inputs(t)  # not run, not freed: its record still draws it once the tensor is gone
                 continue
             if create_graph:  # the ops recorded from here on are t's VJP: one pass deeper than t
                 state.vjp_depth = t._vjp_depth + 1
@@ -236,6 +238,8 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
             elif targets is None and (t._op is None or t._retains_grad):
                 _accumulate(t, g, owned, create_graph)
             if t._op is None or (needed is not None and id(t) not in needed):
+                if t._op is not None and not retain_graph:
+                    remember_inputs(t)  # (a branch grad() did not need)
                 continue
             if t._inputs is None:
                 raise RuntimeError(_FREED)

@@ -187,6 +187,8 @@ class MultiHeadAttention(Module):
         scores_shape = (B, self.n_heads, Tq, Tk)
         if attn_mask is not None:
             F.check_mask_broadcasts(describe(self), "attn_mask", attn_mask, scores_shape)
+            if isinstance(attn_mask, Tensor) and attn_mask.dtype.kind == "f":
+                check_input(self, attn_mask, "attn_mask")  # the dtype rule: a float64 mask is not converted either
         if key_padding_mask is None:
             return attn_mask
         padding = key_padding_mask.data if isinstance(key_padding_mask, Tensor) else np.asarray(key_padding_mask)
