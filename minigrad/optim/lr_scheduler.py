@@ -87,7 +87,7 @@ class LRScheduler:
         return []
 
     def load_state_dict(self, state_dict: dict) -> None:
-        """Restore ``state_dict()`` and set the optimizer's lrs to match it (checked first: on a mismatch, no change)."""
+        """Restore ``state_dict()`` and set the optimizer's lrs to match (checked first: a mismatch changes nothing)."""
         problems = self.check_state_dict(state_dict)
         if problems:
             raise ValueError(f"{type(self).__name__}.load_state_dict: " + "; ".join(problems))
