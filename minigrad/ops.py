@@ -410,6 +410,8 @@ class sum:
     samples = _REDUCE
 
     def forward(x, *, axis=None, keepdims=False):
+        if x.ndim == 0 and axis is not None:
+            _axes(axis, 0)  # (NumPy's sum, max and min let a 0-d array have axis 0 and -1; its mean does not)
         return kernels.sum(x, axis, keepdims)  # = x.sum(axis=axis, keepdims=keepdims)
 
     def vjp(g, out, x, *, axis=None, keepdims=False):
@@ -466,6 +468,8 @@ class max:
     samples = _REDUCE
 
     def forward(x, *, axis=None, keepdims=False):
+        if x.ndim == 0 and axis is not None:
+            _axes(axis, 0)  # (a 0-d array has no axis, as for mean; NumPy's max would take 0 and -1)
         return x.max(axis=axis, keepdims=keepdims)
 
     def vjp(g, out, x, *, axis=None, keepdims=False):
@@ -481,6 +485,8 @@ class min:
     samples = _REDUCE
 
     def forward(x, *, axis=None, keepdims=False):
+        if x.ndim == 0 and axis is not None:
+            _axes(axis, 0)  # (a 0-d array has no axis, as for mean; NumPy's min would take 0 and -1)
         return x.min(axis=axis, keepdims=keepdims)
 
     def vjp(g, out, x, *, axis=None, keepdims=False):
