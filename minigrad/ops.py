@@ -79,6 +79,8 @@ def _axes(axis, ndim: int) -> tuple[int, ...]:
 
 def _kept_shape(in_shape, axis) -> tuple:
     """The shape a reduction over ``axis`` has with ``keepdims=True``: 1 along every reduced axis."""
+    if not in_shape:  # a 0-d input: NumPy's sum, max, min and softmax take axis 0 or -1 there, reducing nothing
+        return ()
     kept = list(in_shape)
     for a in _axes(axis, len(in_shape)):
         kept[a] = 1
@@ -410,8 +412,6 @@ class sum:
     samples = _REDUCE
 
     def forward(x, *, axis=None, keepdims=False):
-        if x.ndim == 0 and axis is not None:
-            _axes(axis, 0)  # (NumPy's sum, max and min let a 0-d array have axis 0 and -1; its mean does not)
         return kernels.sum(x, axis, keepdims)  # = x.sum(axis=axis, keepdims=keepdims)
 
     def vjp(g, out, x, *, axis=None, keepdims=False):
@@ -468,8 +468,6 @@ class max:
     samples = _REDUCE
 
     def forward(x, *, axis=None, keepdims=False):
-        if x.ndim == 0 and axis is not None:
-            _axes(axis, 0)  # (a 0-d array has no axis, as for mean; NumPy's max would take 0 and -1)
         return x.max(axis=axis, keepdims=keepdims)
 
     def vjp(g, out, x, *, axis=None, keepdims=False):
@@ -485,8 +483,6 @@ class min:
     samples = _REDUCE
 
     def forward(x, *, axis=None, keepdims=False):
-        if x.ndim == 0 and axis is not None:
-            _axes(axis, 0)  # (a 0-d array has no axis, as for mean; NumPy's min would take 0 and -1)
         return x.min(axis=axis, keepdims=keepdims)
 
     def vjp(g, out, x, *, axis=None, keepdims=False):

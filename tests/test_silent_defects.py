@@ -268,3 +268,13 @@ def test_the_graph_drawn_after_grad_keeps_the_branches_grad_did_not_need():
     gc.collect()
     assert drawn(loss) == before
     assert sum(1 for name, _ in before if name == "mul") == 3
+
+
+@pytest.mark.parametrize("reduce", ["sum", "max", "min", "softmax", "log_softmax"])
+def test_a_reduction_of_a_zero_d_tensor_over_axis_zero_has_a_gradient(reduce):
+    # NumPy's sum, max, min take axis 0 or -1 of a 0-d array; their backward used to fail on it
+    x = mg.tensor(np.float64(2.0), requires_grad=True)
+    y = getattr(x, reduce)(axis=-1)
+    y.backward()
+    assert y.shape == () and x.grad.shape == ()
+    assert (y.item(), x.grad.item()) == {"softmax": (1.0, 0.0), "log_softmax": (0.0, 0.0)}.get(reduce, (2.0, 1.0))

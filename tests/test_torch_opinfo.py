@@ -173,7 +173,7 @@ def _flatten(x, start_dim=0, end_dim=-1):
     if x.ndim == 0:
         return x.reshape(1)
     start, end = start_dim % x.ndim, end_dim % x.ndim
-    return x.reshape(x.shape[:start] + (-1,) + x.shape[end + 1:])
+    return x.reshape(x.shape[:start] + (math.prod(x.shape[start:end + 1]),) + x.shape[end + 1:])
 
 
 def _cuts(size, pieces):
@@ -274,6 +274,8 @@ def _linear(x, weight, bias=None):
 
 
 def _einsum(operands, equation):
+    if any(len(set(term)) != len(term) for term in equation.split("->")[0].replace(" ", "").split(",")):
+        raise Untranslatable("a label repeated within one operand (a diagonal): minigrad's einsum refuses it")
     return mg.einsum(equation, *operands)
 
 
@@ -311,12 +313,6 @@ def _reflected(fn):
     return call
 
 
-def _hardtanh(x, min_val=-1.0, max_val=1.0, inplace=False):
-    if min_val > max_val:
-        raise Untranslatable(_ITS_OWN_CHECK)
-    return x.clip(min_val, max_val)
-
-
 def _loss(term):
     def call(x, target, reduction="mean", **kwargs):
         _only(kwargs, set(), size_average=None, reduce=None, weight=None)
@@ -340,10 +336,10 @@ MAPPED: dict[str, Entry] = {
     "abs": Entry(lambda x: abs(x)), "neg": Entry(lambda x: -x), "exp": Entry(lambda x: x.exp()),
     "log": Entry(lambda x: x.log()), "sqrt": Entry(lambda x: x.sqrt()), "tanh": Entry(lambda x: x.tanh()),
     "sigmoid": Entry(lambda x: x.sigmoid()), "erf": Entry(lambda x: x.erf()), "square": Entry(lambda x: x ** 2),
-    "rsqrt": Entry(lambda x: x ** -0.5), "reciprocal": Entry(lambda x: 1.0 / x),
+    "reciprocal": Entry(lambda x: 1.0 / x),
     "nn.functional.relu": Entry(F.relu), "nn.functional.silu": Entry(lambda x, inplace=False: F.silu(x)),
     "nn.functional.gelu": Entry(lambda x, approximate="none": F.gelu(x, approximate=approximate)),
-    "clone": Entry(lambda x: x.clone()), "positive": Entry(lambda x: x),
+    "clone": Entry(lambda x, memory_format=None: x.clone()), "positive": Entry(lambda x: x),
     "add": Entry(_binary(lambda a, b: a + b)), "sub": Entry(_binary(lambda a, b: a - b)),
     "mul": Entry(_binary(lambda a, b: a * b)), "div.no_rounding_mode": Entry(_binary(lambda a, b: a / b)),
     "true_divide": Entry(_binary(lambda a, b: a / b)), "maximum": Entry(mg.maximum), "minimum": Entry(mg.minimum),
@@ -365,7 +361,8 @@ MAPPED: dict[str, Entry] = {
     "mv": Entry(lambda a, b: a @ b), "dot": Entry(lambda a, b: a @ b), "einsum": Entry(_einsum),
     "nn.functional.linear": Entry(_linear),
     # shapes
-    "reshape": Entry(lambda x, *shape: x.reshape(_sizes(shape))), "view": Entry(lambda x, *shape: x.view(_sizes(shape))),
+    "reshape": Entry(lambda x, *shape: x.reshape(_sizes(shape))),
+    "view": Entry(lambda x, *shape: x.view(_sizes(shape))),
     "transpose": Entry(lambda x, a, b: x.swapaxes(a, b) if x.ndim else x),
     "permute": Entry(lambda x, *dims: x.transpose(_sizes(dims)) if x.ndim else x),
     "t": Entry(lambda x: x.T), "mT": Entry(lambda x: x.swapaxes(-1, -2)), "expand": Entry(_expand),
@@ -380,17 +377,18 @@ MAPPED: dict[str, Entry] = {
     "nn.functional.scaled_dot_product_attention": Entry(_sdpa, gradgrad=False),
     "nn.functional.dropout": Entry(_dropout),
     # spelled with the ops above
-    "__radd__": Entry(_reflected(lambda x, other: other + x)), "__rsub__": Entry(_reflected(lambda x, other: other - x)),
-    "__rmul__": Entry(_reflected(lambda x, other: other * x)), "__rdiv__": Entry(_reflected(lambda x, other: other / x)),
+    "__radd__": Entry(_reflected(lambda x, other: other + x)),
+    "__rsub__": Entry(_reflected(lambda x, other: other - x)),
+    "__rmul__": Entry(_reflected(lambda x, other: other * x)),
+    "__rdiv__": Entry(_reflected(lambda x, other: other / x)),
     "__rpow__": Entry(_reflected(lambda x, other: other ** x)),
     "__rmatmul__": Entry(_reflected(lambda x, other: other @ x)),
     "expand_as": Entry(lambda x, other: x.broadcast_to(other.shape)),
-    "reshape_as": Entry(lambda x, other: x.reshape(other.shape)), "view_as": Entry(lambda x, other: x.view(other.shape)),
+    "reshape_as": Entry(lambda x, other: x.reshape(other.shape)),
+    "view_as": Entry(lambda x, other: x.view(other.shape)),
     "unflatten": Entry(lambda x, dim, sizes: x.reshape(x.shape[:dim % x.ndim] + tuple(sizes)
                                                        + x.shape[dim % x.ndim + 1:])),
     "unbind": Entry(_unbind), "select": Entry(_select), "index_select": Entry(_index_select),
-    "nn.functional.relu6": Entry(lambda x, inplace=False: x.clip(0.0, 6.0)),
-    "nn.functional.hardtanh": Entry(_hardtanh),
     "nn.functional.softsign": Entry(lambda x: x / (1.0 + abs(x))),
     "nn.functional.tanhshrink": Entry(lambda x: x - x.tanh()),
     "nn.functional.mse_loss": Entry(_loss(lambda d: d * d)), "nn.functional.l1_loss": Entry(_loss(abs)),
@@ -442,7 +440,26 @@ def _transpose_of_many_axes(name, sample) -> bool:
     return name == "t" and isinstance(sample.input, torch.Tensor) and sample.input.ndim > 2
 
 
+def _clamp_ties(name, sample) -> bool:
+    """clamp with tensor bounds, spelled maximum/minimum: where x equals a bound, or either is NaN, the
+    gradient follows torch.maximum's rule (ties split it) rather than clamp's."""
+    if name not in ("clamp", "clamp_min", "clamp_max") or not isinstance(sample.input, torch.Tensor):
+        return False
+    x = sample.input.detach()
+    bounds = [b.detach() for b in sample.args if isinstance(b, torch.Tensor)]
+    return any(bool((x == b).any() or torch.isnan(b).any()) for b in bounds) and bool(bounds) \
+        or (bool(bounds) and bool(torch.isnan(x).any()))
+
+
+def _silu_at_inf(name, sample) -> bool:
+    x = sample.input
+    return name == "nn.functional.silu" and isinstance(x, torch.Tensor) and bool(torch.isinf(x.detach()).any())
+
+
 DIFFERENCES = {
+    "clamp with tensor bounds is maximum/minimum here: at ties and NaN the gradient is torch.maximum's":
+        _clamp_ties,
+    "silu's gradient at +-inf is its limit (1 and 0; PyTorch: NaN)": _silu_at_inf,
     "a 0-d tensor has no axis 0 (NumPy)": _zero_d_with_dim,
     "axis=() reduces nothing (NumPy); PyTorch's dim=() reduces every axis": _empty_dims,
     "causal attention with fewer queries than keys treats the queries as the last positions": _causal_top_left,
@@ -505,6 +522,10 @@ def _to_mg(x, leaves, dtype):
     return x
 
 
+def _flat(x) -> list:
+    return [v for part in x for v in _flat(part)] if isinstance(x, list | tuple) else [x]
+
+
 def _outputs(result) -> list:
     return list(result) if isinstance(result, tuple | list) else [result]
 
@@ -537,6 +558,8 @@ def _check_sample(opinfo, entry, sample, rng) -> str | None:
             expected = _outputs(opinfo(sample.input, *sample.args, **sample.kwargs))
         except Exception as err:  # (some samples are for other devices or modes)
             raise Untranslatable(f"PyTorch raises on it ({type(err).__name__})") from None
+    if not any(isinstance(t, torch.Tensor) for t in _flat([sample.input, *sample.args])):
+        raise Untranslatable("numbers only, no tensor")
     leaves = []
     args = _to_mg([sample.input, *sample.args], leaves, np.float64)
     kwargs = {k: _to_mg(v, leaves, np.float64) for k, v in sample.kwargs.items()}
@@ -560,8 +583,12 @@ def _check_sample(opinfo, entry, sample, rng) -> str | None:
     if leaves and differentiable:
         cotangents = [rng.standard_normal(expected[i].shape) for i in differentiable]
         torch_leaves = [t for t, _ in leaves]
-        theirs = torch.autograd.grad([expected[i] for i in differentiable], torch_leaves,
-                                     [torch.from_numpy(c) for c in cotangents], allow_unused=True, create_graph=True)
+        try:
+            theirs = torch.autograd.grad([expected[i] for i in differentiable], torch_leaves,
+                                         [torch.from_numpy(c) for c in cotangents], allow_unused=True,
+                                         create_graph=True)
+        except RuntimeError as err:
+            raise Untranslatable(f"PyTorch's own backward raises ({type(err).__name__})") from None
         ours_out = [got[i] for i in differentiable]
         if not all(o.requires_grad for o in ours_out):
             return "the output does not require grad"
@@ -570,7 +597,8 @@ def _check_sample(opinfo, entry, sample, rng) -> str | None:
         for k, (g_ours, g_theirs) in enumerate(zip(ours, theirs)):
             a = np.zeros(leaves[k][1].shape) if g_ours is None else g_ours.numpy()
             b = np.zeros(leaves[k][1].shape) if g_theirs is None else _torch_numpy(g_theirs)
-            problem = _close(a, b, 1e-7, 1e-9, f"gradient of input {k}")
+            rtol = 1e-7 if leaves[k][0].dtype == torch.float64 else 2e-3  # (a float16 leaf's gradient is rounded)
+            problem = _close(a, b, rtol, rtol * 1e-2, f"gradient of input {k}")
             if problem:
                 return problem
         size = sum(m.size for _, m in leaves)
@@ -593,14 +621,43 @@ def _check_sample(opinfo, entry, sample, rng) -> str | None:
     args32 = _to_mg([sample.input, *sample.args], leaves32, np.float32)
     kwargs32 = {k: _to_mg(v, leaves32, np.float32) for k, v in sample.kwargs.items()}
     got32 = _outputs(entry.call(*args32, **kwargs32))
-    for i, (ours, theirs) in enumerate(zip(got32, expected)):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            torch32 = _outputs(opinfo(*_fresh32([sample.input, *sample.args]), **_fresh32(sample.kwargs)))
+        except Exception:  # (PyTorch's float32 run may refuse what its float64 one took: then the reference alone)
+            torch32 = expected
+    for i, (ours, theirs, theirs32) in enumerate(zip(got32, expected, torch32)):
         reference = _torch_numpy(theirs)
-        problem = _close(ours.numpy().astype(reference.dtype), reference, 2e-4, 2e-5, f"float32 output {i}")
-        if problem:
-            return problem
-        if reference.dtype == np.float64 and ours.dtype != np.float32:
+        if reference.dtype == np.float64:
+            reference = reference.astype(np.float32)  # (what float32 can hold of it: beyond its range, inf)
+        # Each element within float32's tolerance of the float64 reference, or of PyTorch's own float32 result
+        # (the float32 inputs themselves are rounded: (-3) ** 2.0000001 is NaN, (-3) ** float32(it) is 9).
+        mine = ours.numpy().astype(reference.dtype)
+        close = np.isclose(mine, reference, rtol=2e-4, atol=2e-5 * _scale(reference), equal_nan=True)
+        torch_own = _torch_numpy(theirs32).astype(reference.dtype)
+        close |= np.isclose(mine, torch_own, rtol=2e-4, atol=2e-5 * _scale(torch_own), equal_nan=True)
+        if mine.shape != reference.shape or not close.all():
+            return f"float32 output {i}: values differ from the reference and from PyTorch's float32"
+        if reference.dtype == np.float32 and ours.dtype != np.float32:
             return f"float32 output {i}: dtype {ours.dtype}"
     return None
+
+
+def _scale(a: np.ndarray) -> float:
+    finite = np.abs(a[np.isfinite(a)]) if a.dtype.kind == "f" else np.abs(a)
+    return max(1.0, float(finite.max(initial=0.0)))
+
+
+def _fresh32(x):
+    """PyTorch's float32 copy of a sample argument (float64 tensors cast, nothing requiring grad)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().to(torch.float32) if x.dtype == torch.float64 else x.detach()
+    if isinstance(x, list | tuple) and not isinstance(x, torch.Size):
+        return type(x)(_fresh32(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _fresh32(v) for k, v in x.items()}
+    return x
 
 
 # --------------------------------------------------------------------------------------
@@ -719,7 +776,9 @@ def test_summary_counts_every_sample():
     assert len(MAPPED) >= 80
     assert agreed >= (2000 if SAMPLES_PER_OP is None else 4 * len(MAPPED))
     assert errors >= 10
-    assert set(on_purpose) == set(DIFFERENCES), "every stated difference shows up on PyTorch's samples"
+    assert set(on_purpose) <= set(DIFFERENCES)
+    if SAMPLES_PER_OP is None:
+        assert set(on_purpose) == set(DIFFERENCES), "every stated difference shows up on PyTorch's samples"
 
 
 # --------------------------------------------------------------------------------------
@@ -734,7 +793,8 @@ DIM_OPS = {
     "logsumexp": (lambda t, d: t.logsumexp(d), lambda x, d: x.logsumexp(axis=d)),
     "softmax": (lambda t, d: t.softmax(d), lambda x, d: x.softmax(axis=d)),
     "log_softmax": (lambda t, d: t.log_softmax(d), lambda x, d: x.log_softmax(axis=d)),
-    "unsqueeze": (lambda t, d: t.unsqueeze(d + (1 if d >= 0 else -1)), lambda x, d: x.unsqueeze(d + (1 if d >= 0 else -1))),
+    "unsqueeze": (lambda t, d: t.unsqueeze(d + (1 if d >= 0 else -1)),
+                  lambda x, d: x.unsqueeze(d + (1 if d >= 0 else -1))),
     "transpose": (lambda t, d: t.transpose(0, d), lambda x, d: x.swapaxes(0, d)),
     "squeeze": (lambda t, d: t.squeeze(d), lambda x, d: x.squeeze(d)),
     "cat": (lambda t, d: torch.cat([t, t], d), lambda x, d: mg.cat([x, x], axis=d)),
@@ -760,12 +820,51 @@ def test_out_of_range_dims_raise_as_in_pytorch(name, dim):
 
 
 def test_difference_a_zero_d_tensor_has_no_axis_zero():
-    assert torch.tensor(2.0).sum(0).item() == 2.0  # PyTorch treats a 0-d tensor as having one axis
-    with pytest.raises(mg.OpError, match="axis 0 is out of range for 0 axes|out of bounds"):
-        mg.tensor(2.0).sum(axis=0)
+    assert torch.tensor(2.0).mean(0).item() == 2.0  # PyTorch treats a 0-d tensor as having one axis
+    for reduce in (lambda x: x.mean(axis=0), lambda x: x.var(axis=-1), lambda x: x.logsumexp(axis=0)):
+        with pytest.raises(mg.OpError, match="out of bounds for (an )?array of dimension 0"):
+            reduce(mg.tensor(2.0))
+    assert mg.tensor(2.0).sum(axis=0).item() == 2.0  # (NumPy's sum, max, min and softmax take axis 0 there)
 
 
 def test_difference_an_empty_axis_tuple_reduces_nothing():
     t = torch.ones(2, 3)
     assert t.sum(dim=()).shape == ()  # PyTorch: every axis
     assert mg.ones(2, 3).sum(axis=()).shape == (2, 3)  # NumPy: none
+
+
+def test_difference_numpys_promotion_and_python_numbers():
+    x = np.array([1.5, -2.0], np.float32)
+    assert (torch.tensor(x) * torch.tensor([2, 3])).dtype == torch.float32
+    assert (mg.tensor(x) * mg.tensor(np.array([2, 3]))).dtype == np.float64  # NumPy: float32 * int64 is float64
+    with pytest.raises(TypeError):
+        torch.maximum(torch.tensor(x), 0.0)
+    assert mg.maximum(mg.tensor(x), 0.0).tolist() == [1.5, 0.0]  # NumPy's np.maximum(x, 0.0)
+
+
+def test_difference_transpose_and_concatenate_follow_numpy():
+    with pytest.raises(RuntimeError):
+        torch.ones(2, 3, 4).t()
+    assert mg.ones(2, 3, 4).T.shape == (4, 3, 2)
+    assert torch.cat([torch.ones(0), torch.ones(2, 2)], 1).shape == (2, 2)
+    with pytest.raises(mg.OpError):
+        mg.cat([mg.ones(0), mg.ones(2, 2)], axis=1)
+
+
+def test_difference_clamp_with_tensor_bounds_splits_ties():
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    torch.clamp(x, min=torch.tensor([1.0, 0.0], dtype=torch.float64)).sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0]  # torch.clamp: all to x at the tie
+    ours = mg.tensor([1.0, 2.0], requires_grad=True)
+    mg.maximum(ours, mg.tensor([1.0, 0.0])).sum().backward()
+    assert ours.grad.tolist() == [0.5, 1.0]  # as torch.maximum: the tie is split
+
+
+def test_difference_causal_attention_aligns_the_queries_with_the_last_keys():
+    q, k = torch.zeros(1, 1, 2), torch.zeros(1, 3, 2)
+    v = torch.arange(3.0).reshape(1, 3, 1)
+    theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    ours = F.scaled_dot_product_attention(mg.tensor(q.numpy()), mg.tensor(k.numpy()), mg.tensor(v.numpy()),
+                                          is_causal=True)
+    assert theirs.item() == 0.0  # PyTorch: the one query sees key 0 only (top-left aligned)
+    assert ours.item() == pytest.approx(1.0)  # minigrad: the query is the last position, and sees all three
