@@ -199,7 +199,7 @@ def _linear_plain(x, weight, bias=None):
 
 def _add_promoting(out: np.ndarray, other: np.ndarray) -> np.ndarray:
     """``out + other``, in place in ``out`` unless NumPy would promote (float32 + float64: a float64 result)."""
-    if np.result_type(out, other) != out.dtype:
+    if other.dtype != out.dtype and np.result_type(out, other) != out.dtype:  # (the usual case: one dtype)
         return out + other
     out += other
     return out
@@ -663,7 +663,7 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
         return _rms_norm_plain(x, weight, eps)
     mean_square = row_dot(x, x) * np.asarray(1.0 / x.shape[-1], dtype=x.dtype)  # (..., 1)
     out = x * (1.0 / np.sqrt(mean_square + np.asarray(eps, dtype=x.dtype)))  # (..., n)
-    if np.result_type(out, weight) != out.dtype:  # (a float64 weight on float32 x: NumPy's promotion, as plain)
+    if weight.dtype != out.dtype and np.result_type(out, weight) != out.dtype:  # (float64 weight, float32 x)
         return out * weight
     out *= weight
     return out

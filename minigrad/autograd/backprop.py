@@ -34,7 +34,7 @@ from ..modes import edits, set_grad_enabled, state
 from ..tensor import OpError, Tensor
 from .anomaly import check_backward
 from .arguments import one_per_output, tensors_given
-from .freed import remember_inputs
+from .freed import record_of, remember_inputs
 from .vjp_checks import check_grad, one_per_input, vjp_failure
 
 _FREED = ("backward: this graph was already freed by an earlier backward(). Call backward(retain_graph=True) "
@@ -89,7 +89,7 @@ def _owner(array: np.ndarray) -> np.ndarray:
 
 def _as_grad(gradient, t: Tensor) -> Tensor:
     if gradient is None:
-        if t.size != 1:
+        if t.data.size != 1:
             raise RuntimeError(f"backward: a gradient is needed for a non-scalar output (shape {t.shape}); "
                                f"pass gradient=... of that shape, or reduce the output to a scalar first")
         return Tensor._wrap(np.ones(t.shape, dtype=t.dtype))
@@ -195,7 +195,7 @@ def _call_vjp(t: Tensor, g: Tensor) -> tuple:
 
 def _free(t: Tensor) -> None:
     """Drop what ``t``'s node holds for backward, so the arrays its inputs hold can go; keep its structure."""
-    remember_inputs(t)
+    record_of(t).inputs = tuple(record_of(x) for x in t._inputs)  # (= remember_inputs(t), inline: every node)
     t._inputs = None
     t._params = None
     t._saved = None
@@ -283,8 +283,11 @@ def backward(tensors, gradient=None, retain_graph: bool | None = None, create_gr
     ``retain_graph`` keeps the graph for another backward (default: ``create_graph``).
     ``create_graph`` records the backward pass itself, for higher-order gradients.
     """
-    roots = tensors_given("backward", "tensors", tensors)
-    grads = one_per_output("backward", "gradient", roots, gradient, isinstance(tensors, Tensor))
+    if isinstance(tensors, Tensor):  # (the usual call, loss.backward(): nothing to pair up)
+        roots, grads = [tensors], [gradient]
+    else:
+        roots = tensors_given("backward", "tensors", tensors)
+        grads = one_per_output("backward", "gradient", roots, gradient, False)
     retain = create_graph if retain_graph is None else retain_graph
     _run(roots, [_as_grad(g, r) for r, g in zip(roots, grads)], retain, create_graph)
 
