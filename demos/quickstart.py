@@ -3,9 +3,10 @@
 #
 #     python -m demos.quickstart        (prints only; writes no files)
 #
-# Four cells: a small expression on Tensors and its gradients by backprop; the
-# same gradients by finite differences (`mg.gradcheck`); and a second derivative,
-# from differentiating a gradient (`create_graph=True`).
+# Five cells: a small expression on Tensors and its gradients by backprop; the
+# same gradients by finite differences (`mg.gradcheck`); a second derivative,
+# from differentiating a gradient (`create_graph=True`); and the manual training
+# loop every tutorial writes first.
 #
 # Each `# %%` line starts a cell: open the file in Jupyter (with jupytext) or VS
 # Code to run it cell by cell, or run it whole as a script.
@@ -60,3 +61,24 @@ t = mg.tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True)
 (dy,) = mg.grad((t ** 3).sum(), t, create_graph=True)  # 3 t^2, itself differentiable
 (d2y,) = mg.grad(dy.sum(), t)  # 6 t
 print("at t =", t.numpy(), " d/dt t^3 = 3 t^2 =", dy.numpy(), "  d2/dt2 t^3 = 6 t =", d2y.numpy())
+
+# %% [markdown]
+# ## Training by hand: the loop every tutorial writes first
+#
+# Fit w so that x @ w matches targets: forward, backward, then step each weight
+# against its gradient *in place* (`w -= lr * w.grad`, under `mg.no_grad()` so
+# the update is not recorded), and clear the gradient for the next step
+# (`w.grad.zero_()`, or `w.grad = None`). `minigrad.optim.SGD` does the same.
+
+# %%
+targets = mg.tensor(rng.standard_normal((2, 3)))
+w.grad = None  # (the first cell's gradient is still there)
+losses = []
+for _ in range(20):
+    loss = ((x.detach() @ w - targets) ** 2).mean()
+    loss.backward()
+    with mg.no_grad():
+        w -= 0.5 * w.grad  # in place: w keeps its identity and its .grad
+    w.grad.zero_()
+    losses.append(loss.item())
+print(f"manual SGD: loss {losses[0]:.4f} at step 0, {losses[-1]:.4f} at step {len(losses) - 1}")

@@ -14,8 +14,10 @@ appendix: ``fused.py`` (fused primitives, each with its composite) and
 ``kernels.py`` (fast NumPy, each with its plain form). Layers live in
 ``minigrad.nn``, optimizers in ``minigrad.optim``, graph drawing in
 ``minigrad.viz`` (which imports graphviz only when used), checkpoints in
-``minigrad.io``, and ``runtime.py`` has the process-wide settings an entry
-script may choose (malloc), which importing minigrad leaves alone.
+``minigrad.io``, the default random generator (``manual_seed``) in ``rng.py``,
+in-place updates (``w -= v`` under ``no_grad``) in ``inplace.py``, and
+``runtime.py`` has the process-wide settings an entry script may choose
+(malloc), which importing minigrad leaves alone.
 """
 
 import numpy as np
@@ -39,6 +41,7 @@ from .autograd import (
 )
 from .modes import composite_mode, enable_grad, is_composite_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .ops import OPS
+from .rng import manual_seed
 from .tensor import OpError, Tensor, arange, ones, ones_like, randn, tensor, zeros, zeros_like
 
 # --------------------------------------------------------------------------------------
@@ -54,21 +57,35 @@ def where(cond, x, y) -> Tensor:
     return OPS["where"](np.asarray(cond, dtype=bool), x, y)
 
 
-def concatenate(tensors, axis: int = 0) -> Tensor:
+def _numpy_names(who: str, pytorch: dict) -> None:
+    """PyTorch's ``dim=`` given to a function that takes NumPy's ``axis=``: say so, not "unexpected keyword"."""
+    if "dim" in pytorch:
+        raise TypeError(f"mg.{who} takes NumPy's axis= (not PyTorch's dim=): mg.{who}(..., axis={pytorch['dim']!r})")
+    if pytorch:
+        raise TypeError(f"mg.{who}() got an unexpected keyword argument {next(iter(pytorch))!r}")
+
+
+def concatenate(tensors, axis: int = 0, **pytorch) -> Tensor:
     """Join tensors along an existing axis, as ``np.concatenate([a, b], axis)``."""
+    _numpy_names("concatenate", pytorch)
     return OPS["concatenate"](*tensors, axis=axis)
 
 
 cat = concatenate
 
 
-def stack(tensors, axis: int = 0) -> Tensor:
+def stack(tensors, axis: int = 0, **pytorch) -> Tensor:
     """Join same-shaped tensors along a new axis, as ``np.stack([a, b], axis)``."""
+    _numpy_names("stack", pytorch)
     return OPS["stack"](*tensors, axis=axis)
 
 
-def split(x: Tensor, sections, axis: int = 0) -> list[Tensor]:
-    """``np.split`` for tensors: ``sections`` equal parts, or cut at the given indices (``x.split``)."""
+def split(x: Tensor, sections, axis: int = 0, **pytorch) -> list[Tensor]:
+    """``np.split`` for tensors: ``sections`` equal parts, or cut at the given indices (``x.split``).
+
+    (NumPy's meaning, not PyTorch's: ``sections=2`` is two parts, not parts of size 2.)
+    """
+    _numpy_names("split", pytorch)
     return x.split(sections, axis)
 
 
@@ -81,7 +98,7 @@ __all__ = [
     "OPS", "AnomalyError", "GradcheckError", "OpError", "Tensor", "VJPError", "arange", "backward", "cat",
     "composite_mode", "concatenate", "detect_anomaly", "einsum", "enable_grad", "fused", "grad", "gradcheck",
     "gradgradcheck", "hessian", "hvp", "is_composite_mode", "is_grad_enabled", "jacobian", "jvp", "kernels",
-    "linearize", "maximum", "minimum", "no_grad", "ones", "ones_like", "ops", "randn", "set_grad_enabled", "split",
-    "stack", "tensor", "vjp", "where", "zeros", "zeros_like",
+    "linearize", "manual_seed", "maximum", "minimum", "no_grad", "ones", "ones_like", "ops", "randn",
+    "set_grad_enabled", "split", "stack", "tensor", "vjp", "where", "zeros", "zeros_like",
 ]
 __version__ = "0.1.0"

@@ -197,13 +197,21 @@ def _linear_plain(x, weight, bias=None):
     return out if bias is None else out + bias
 
 
+def _add_promoting(out: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """``out + other``, in place in ``out`` unless NumPy would promote (float32 + float64: a float64 result)."""
+    if other.dtype != out.dtype and np.result_type(out, other) != out.dtype:  # (the usual case: one dtype)
+        return out + other
+    out += other
+    return out
+
+
 @kernel(plain=_linear_plain)
 def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
     """``x @ weight.T + bias``: the batch folded into one BLAS call, the bias added in place."""
     rows = x.reshape(math.prod(x.shape[:-1]), x.shape[-1])  # (N, in); no -1, so zero sizes work too
     out = rows @ weight.T  # (N, out)
     if bias is not None:
-        out += bias
+        out = _add_promoting(out, bias)
     return out.reshape(x.shape[:-1] + weight.shape[:1])  # (..., out)
 
 
@@ -257,7 +265,7 @@ def _attention_scores(q: np.ndarray, k: np.ndarray, bias, scale) -> np.ndarray:
     scores *= scale
     if bias is not None:
         if np.broadcast_shapes(scores.shape, bias.shape) == scores.shape:
-            scores += bias
+            scores = _add_promoting(scores, bias)
         else:  # the bias has batch axes the scores lack
             scores = scores + bias
     return scores
@@ -496,6 +504,10 @@ def erf(x: np.ndarray) -> np.ndarray:
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _GELU_CUBIC = 0.044715
+# Beyond |x| = 100 the tanh gate is exactly 0 or 1 (its argument is over 35,000) and its slope exactly 0, so the
+# derivative's polynomial in x is evaluated at x clipped to this: x**3 there is finite where x itself would
+# overflow (x = 1e20 in float32), and finite * 0 is 0 where inf * 0 would be NaN.
+GELU_SATURATED = 100.0
 
 
 def _gelu_gate_plain(x, approximate="none"):
@@ -554,12 +566,14 @@ def gelu(x: np.ndarray, approximate: str = "none") -> tuple[np.ndarray, np.ndarr
 
 def _gelu_grad_plain(x, g, gate, approximate="none"):
     if approximate == "tanh":
+        x = np.clip(x, -GELU_SATURATED, GELU_SATURATED)  # (the gate's slope is 0 beyond)
         du = _SQRT_2_OVER_PI * (1.0 + 3 * _GELU_CUBIC * x * x)  # d/dx of tanh's argument u
         return g * gate * (1.0 + 2.0 * x * du * (1.0 - gate))  # gate' = 2 gate (1 - gate) du
     return g * (gate + x * np.exp(-0.5 * x * x) * _INV_SQRT_2PI)  # Phi(x) + x phi(x)
 
 
 def _gelu_tanh_grad_block(out: np.ndarray, x: np.ndarray, gate: np.ndarray, g: np.ndarray) -> None:
+    x = np.clip(x, -GELU_SATURATED, GELU_SATURATED)  # (a block-sized copy; the gate's slope is 0 beyond)
     np.square(x, out=out)
     out *= 6 * _SQRT_2_OVER_PI * _GELU_CUBIC
     out += 2 * _SQRT_2_OVER_PI
@@ -649,5 +663,7 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
         return _rms_norm_plain(x, weight, eps)
     mean_square = row_dot(x, x) * np.asarray(1.0 / x.shape[-1], dtype=x.dtype)  # (..., 1)
     out = x * (1.0 / np.sqrt(mean_square + np.asarray(eps, dtype=x.dtype)))  # (..., n)
+    if weight.dtype != out.dtype and np.result_type(out, weight) != out.dtype:  # (float64 weight, float32 x)
+        return out * weight
     out *= weight
     return out

@@ -34,23 +34,58 @@ class _State(threading.local):
 state = _State()
 
 
+class _Edits:
+    """A process-wide count of in-place updates (``w -= v``, ``x[i] = v``, ``zero_()``), for backward's check.
+
+    An in-place update stamps the tensor with the new count (``Tensor._version``);
+    a recorded op stamps its output with the count when it ran. A node whose input
+    carries a later stamp than the node itself saw that input change after it ran,
+    and backward refuses it rather than compute a gradient from the new value.
+    """
+
+    count = 0
+
+
+edits = _Edits()
+
+
 class _Switch:
-    """A mode that is set on entering a ``with`` block (or a decorated function) and restored on leaving it."""
+    """A mode that is set on entering a ``with`` block (or a decorated function) and restored on leaving it.
+
+    Leaving restores what was there when the block was *entered*, so one object
+    may be entered again, nested or later. ``set_grad_enabled(mode)`` and
+    ``composite_mode(mode)`` also take effect when called, as in PyTorch, so a
+    plain call works as a switch; their first ``with`` then restores what was
+    there before the call.
+    """
 
     _field: str  # the attribute of ``state`` this switch sets
+    _immediate = False  # True: calling the class sets the mode (set_grad_enabled, composite_mode)
 
     def __init__(self, mode: bool):
         self.mode = bool(mode)
         self._prev: list[bool] = []  # a stack, so one object can be entered again while active
+        self._before = None  # the mode before the call switched it, until a with block (or decorating) takes it
+        if self._immediate:
+            self._before = getattr(state, self._field)
+            setattr(state, self._field, self.mode)
 
     def __enter__(self):
-        self._prev.append(getattr(state, self._field))
+        if self._before is not None:  # entered straight after the call that switched it: restore the old mode
+            outside, self._before = self._before, None
+        else:
+            outside = getattr(state, self._field)
+        self._prev.append(outside)
         setattr(state, self._field, self.mode)
 
     def __exit__(self, *exc):
         setattr(state, self._field, self._prev.pop())
 
     def __call__(self, fn):
+        if self._before is not None:  # as a decorator it holds only while fn runs: undo the call's switch
+            setattr(state, self._field, self._before)
+            self._before = None
+
         # A fresh context per call: one shared object would mix up the saved modes of
         # a decorated function that recurses or runs in two threads at once.
         @functools.wraps(fn)
@@ -65,9 +100,14 @@ class _Switch:
 
 
 class set_grad_enabled(_Switch):
-    """Turn graph recording on or off inside a ``with`` block or a decorated function."""
+    """Turn graph recording on or off: called (``mg.set_grad_enabled(False)``), in a ``with`` block, or decorating.
+
+    As in PyTorch, the call itself switches the mode; a ``with`` block or a
+    decorated function restores what was there before.
+    """
 
     _field = "grad_enabled"
+    _immediate = True
 
     def _fresh(self) -> _Switch:
         return set_grad_enabled(self.mode)  # (no_grad() and enable_grad() take no mode)
@@ -76,12 +116,16 @@ class set_grad_enabled(_Switch):
 class no_grad(set_grad_enabled):
     """Record no graph (inference, optimizer updates): ``with no_grad():`` or ``@no_grad()``."""
 
+    _immediate = False  # (no_grad() on its own changes nothing, as in PyTorch)
+
     def __init__(self):
         super().__init__(False)
 
 
 class enable_grad(set_grad_enabled):
     """Record the graph again inside a ``no_grad`` region."""
+
+    _immediate = False
 
     def __init__(self):
         super().__init__(True)
@@ -105,22 +149,10 @@ class composite_mode(_Switch):
     """
 
     _field = "composite"
+    _immediate = True
 
     def __init__(self, mode: bool = True):
         super().__init__(mode)
-        self._outside = state.composite
-        state.composite = self.mode  # takes effect now, so a plain call works as a switch
-
-    def __enter__(self):
-        self._prev.append(self._outside)
-        state.composite = self.mode
-
-    def __exit__(self, *exc):
-        state.composite = self._outside = self._prev.pop()
-
-    def __call__(self, fn):
-        state.composite = self._outside  # as a decorator it holds only while fn runs
-        return super().__call__(fn)
 
 
 def is_composite_mode() -> bool:

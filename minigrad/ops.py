@@ -79,6 +79,8 @@ def _axes(axis, ndim: int) -> tuple[int, ...]:
 
 def _kept_shape(in_shape, axis) -> tuple:
     """The shape a reduction over ``axis`` has with ``keepdims=True``: 1 along every reduced axis."""
+    if not in_shape:  # a 0-d input: NumPy's sum, max, min and softmax take axis 0 or -1 there, reducing nothing
+        return ()
     kept = list(in_shape)
     for a in _axes(axis, len(in_shape)):
         kept[a] = 1
@@ -457,7 +459,12 @@ def _extreme_vjp(g, out, x, axis, keepdims):
 
 @op(method="max")
 class max:
-    """Maximum over ``axis``. Tied maxima share the gradient equally."""
+    """Maximum over ``axis``. Tied maxima share the gradient equally (as ``torch.amax``).
+
+    NumPy's meaning: ``x.max(-1)`` is the maxima alone, not PyTorch's (values,
+    indices) pair, so ``v, i = x.max(-1)`` on two rows unpacks the two row maxima.
+    The indices are ``x.argmax(-1)``.
+    """
     samples = _REDUCE
 
     def forward(x, *, axis=None, keepdims=False):
@@ -469,7 +476,10 @@ class max:
 
 @op(method="min")
 class min:
-    """Minimum over ``axis``. Tied minima share the gradient equally."""
+    """Minimum over ``axis``. Tied minima share the gradient equally (as ``torch.amin``).
+
+    NumPy's meaning: the minima alone, not PyTorch's (values, indices); the indices are ``x.argmin(axis)``.
+    """
     samples = _REDUCE
 
     def forward(x, *, axis=None, keepdims=False):
@@ -496,14 +506,21 @@ class logsumexp:
             lse = np.full(kept, -np.inf, dtype=x.dtype if x.dtype.kind == "f" else np.float64)
             return lse if keepdims else lse.reshape(np.delete(x.shape, _axes(axis, x.ndim)))
         m = _stable_max(x, axis)
-        with np.errstate(divide="ignore"):  # log(0) = -inf for a row that is all -inf
+        with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf for a row that is all -inf
             lse = np.log(np.exp(x - m).sum(axis=axis, keepdims=True)) + m
+        if np.isposinf(m).any():  # a row holding +inf: its sum is +inf (x - m would be inf - inf = NaN)
+            lse[np.isposinf(m)] = np.inf
         return lse if keepdims else lse.reshape(np.delete(x.shape, _axes(axis, x.ndim)))
 
     def vjp(g, out, x, *, axis=None, keepdims=False):
         if x.ndim == 0:  # no axis to take a softmax over: d/dx = exp(x - out), 1 (NaN at inf), 0 at -inf
             return (g * (x - out).exp().masked_fill(np.isneginf(x.data), 0.0),)
-        return (_unreduce(g, x.shape, axis, keepdims) * x.softmax(axis=_axes(axis, x.ndim)),)
+        weights = x.softmax(axis=_axes(axis, x.ndim))
+        infinite = np.isposinf(out.data.reshape(_kept_shape(x.shape, axis)))
+        if infinite.any():  # rows whose sum is +inf: d/dx is 0 at finite entries, undefined (NaN) at +inf, as PyTorch
+            at_inf = np.isposinf(x.data)
+            weights = weights.masked_fill(infinite & ~at_inf, 0.0).masked_fill(infinite & at_inf, np.nan)
+        return (_unreduce(g, x.shape, axis, keepdims) * weights,)
 
 
 @op(method="softmax")
@@ -698,6 +715,8 @@ class tril:
     samples = [sample((4, 4)), sample((2, 3, 4), k=1)]
 
     def forward(x, *, k=0):
+        if x.ndim < 2:  # (np.tril would make a 1-D x into an (n, n) matrix; PyTorch raises)
+            raise ValueError(f"tril needs a tensor of at least 2 dimensions, got {x.ndim}")
         return np.tril(x, k)
 
     def vjp(g, out, x, *, k=0):
@@ -710,6 +729,8 @@ class triu:
     samples = [sample((4, 4)), sample((2, 3, 4), k=-1)]
 
     def forward(x, *, k=0):
+        if x.ndim < 2:  # (np.triu would make a 1-D x into an (n, n) matrix; PyTorch raises)
+            raise ValueError(f"triu needs a tensor of at least 2 dimensions, got {x.ndim}")
         return np.triu(x, k)
 
     def vjp(g, out, x, *, k=0):

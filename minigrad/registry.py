@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .modes import edits as _edits
 from .modes import state as _state
 from .tensor import OpError, Tensor
 
@@ -178,6 +179,7 @@ def apply(op, *inputs, **params) -> Tensor:
         result._saved = saved
         result._scope = _state.scope
         result._vjp_depth = _state.vjp_depth
+        result._version = _edits.count  # what backward compares its inputs' in-place stamps with
     if _state.anomaly:  # detect_anomaly(): remember the user's line, check the output for NaN/Inf
         from .autograd.anomaly import check_forward, user_frame  # (autograd is built on this file)
 

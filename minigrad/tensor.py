@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .rng import default_rng as _default_rng
+
 
 class OpError(ValueError):
     """Bad input to an op: the message names the op, the shapes and the dtypes."""
@@ -47,7 +49,7 @@ class Tensor:
     """An n-dimensional array that records the ops applied to it, for reverse-mode autodiff."""
 
     __slots__ = ("data", "grad", "requires_grad", "name", "_op", "_inputs", "_params", "_saved", "_scope",
-                 "_hooks", "_retains_grad", "_trace", "_record", "_vjp_depth", "__weakref__")
+                 "_hooks", "_retains_grad", "_trace", "_record", "_vjp_depth", "_version", "__weakref__")
 
     def __init__(self, data, requires_grad: bool = False, dtype=None, name: str | None = None):
         self.data = _to_array(data, dtype)
@@ -63,6 +65,7 @@ class Tensor:
         self._trace = None
         self._record = None  # what viz still needs once backward frees this node (freed.FreedNode)
         self._vjp_depth = 0  # 0: made by the forward pass; n: by the VJPs of backward pass n (create_graph)
+        self._version = 0  # see _update_in_place: when its data last changed in place (a recorded op: when made)
         self.requires_grad = False
         if requires_grad:
             self.requires_grad_(True)
@@ -85,6 +88,7 @@ class Tensor:
         t._trace = None
         t._record = None
         t._vjp_depth = 0
+        t._version = 0
         return t
 
     # --- array-like properties -----------------------------------------------------------
@@ -102,8 +106,9 @@ class Tensor:
         return self.data.ndim
 
     @property
-    def size(self) -> int:
-        return self.data.size
+    def size(self) -> ElementCount:
+        """NumPy's element count, an int; called, ``t.size()`` / ``t.size(dim)`` is PyTorch's (the shape)."""
+        return ElementCount(self.data.size, self.data.shape)
 
     @property
     def T(self) -> Tensor:
@@ -227,6 +232,51 @@ class Tensor:
     def zero_grad(self) -> None:
         self.grad = None
 
+    # --- in-place updates, PyTorch's rules (inplace.py): `with mg.no_grad(): w -= lr * w.grad` trains --------
+
+    def __iadd__(self, other) -> Tensor:
+        return _inplace.update(self, "+=", other)
+
+    def __isub__(self, other) -> Tensor:
+        return _inplace.update(self, "-=", other)
+
+    def __imul__(self, other) -> Tensor:
+        return _inplace.update(self, "*=", other)
+
+    def __itruediv__(self, other) -> Tensor:
+        return _inplace.update(self, "/=", other)
+
+    def __setitem__(self, index, value) -> None:
+        """``x[index] = value`` in place, under ``no_grad()`` or on a tensor outside any graph (``inplace.py``)."""
+        _inplace.setitem(self, index, value)
+
+    def zero_(self) -> Tensor:
+        """Set every element to 0 in place (``x.grad.zero_()``); the same rules as ``-=`` (``inplace.py``)."""
+        return _inplace.zero(self)
+
+    # --- PyTorch's spellings, where they mean the same thing -------------------------------
+
+    def numel(self) -> int:
+        """The number of elements (PyTorch's name for NumPy's ``t.size``)."""
+        return self.data.size
+
+    def clone(self) -> Tensor:
+        """A copy of the data that stays in the graph (its gradient flows back to this tensor)."""
+        return self.astype(self.dtype)  # the astype op copies, and records itself
+
+    def view(self, *shape) -> Tensor:
+        """PyTorch's name for ``reshape``: the same data in a new shape (a NumPy view where the layout allows)."""
+        return self.reshape(*shape)
+
+    def __abs__(self) -> Tensor:
+        return self.abs()
+
+    def __format__(self, spec: str) -> str:
+        """``f"{loss:.4f}"`` formats a one-element tensor's value; an empty spec is ``str(t)``."""
+        if not spec:
+            return str(self)
+        return format(self._scalar(f"format (f'{{t:{spec}}}')"), spec)
+
     # --- shape helpers built on table ops ------------------------------------------------
     # reshape, transpose (permute), broadcast_to (expand), [] and ** are bound from the table in ops.py,
     # with NumPy's call forms (x.reshape(2, 3) as well as x.reshape((2, 3))).
@@ -303,6 +353,27 @@ class Tensor:
 
     def argmin(self, axis=None, keepdims=False) -> Tensor:
         return Tensor._wrap(np.asarray(self.data.argmin(axis=axis, keepdims=keepdims)))
+
+
+class ElementCount(int):
+    """``t.size``: the number of elements (an int, NumPy's meaning) that PyTorch's ``t.size()`` can also call.
+
+    NumPy's ``a.size`` is the element count and PyTorch's ``t.size()`` the shape;
+    both habits read the same attribute, so it is an int that, called, gives the
+    shape (``t.size()``) or one axis of it (``t.size(0)``, ``t.size(-1)``).
+    """
+
+    def __new__(cls, count: int, shape: tuple):
+        self = super().__new__(cls, count)
+        self._shape = shape
+        return self
+
+    def __call__(self, dim: int | None = None):
+        if dim is None:
+            return self._shape
+        if not -len(self._shape) <= dim < len(self._shape):
+            raise IndexError(f"size({dim}): dimension out of range for a tensor of shape {self._shape}")
+        return self._shape[dim]
 
 
 class _HookHandle:
@@ -397,7 +468,10 @@ def arange(*args, dtype=None) -> Tensor:
 
 
 def randn(*shape, rng: np.random.Generator | None = None, dtype=np.float32, requires_grad=False) -> Tensor:
-    """Standard-normal samples; pass ``rng`` (a NumPy Generator) for reproducible draws."""
+    """Standard-normal samples from ``rng`` (a NumPy Generator), else from the generator ``mg.manual_seed`` seeds."""
     shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
-    rng = rng if rng is not None else np.random.default_rng()
+    rng = rng if rng is not None else _default_rng()
     return Tensor(rng.standard_normal(shape).astype(dtype), requires_grad=requires_grad)
+
+
+from . import inplace as _inplace  # noqa: E402  (in-place updates are written on top of Tensor)

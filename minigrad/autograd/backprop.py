@@ -33,10 +33,12 @@ import contextlib
 
 import numpy as np
 
-from ..modes import set_grad_enabled, state
+from ..inplace import check_unchanged
+from ..modes import edits, set_grad_enabled, state
 from ..tensor import OpError, Tensor
 from .anomaly import check_backward
-from .freed import record_of
+from .arguments import one_per_output, tensors_given
+from .freed import record_of, remember_inputs
 from .vjp_checks import check_grad, one_per_input, vjp_failure
 
 _FREED = ("backward: this graph was already freed by an earlier backward(). Call backward(retain_graph=True) "
@@ -91,7 +93,7 @@ def _owner(array: np.ndarray) -> np.ndarray:
 
 def _as_grad(gradient, t: Tensor) -> Tensor:
     if gradient is None:
-        if t.size != 1:
+        if t.data.size != 1:
             raise RuntimeError(f"backward: a gradient is needed for a non-scalar output (shape {t.shape}); "
                                f"pass gradient=... of that shape, or reduce the output to a scalar first")
         return Tensor._wrap(np.ones(t.shape, dtype=t.dtype))
@@ -198,7 +200,7 @@ def _call_vjp(t: Tensor, g: Tensor) -> tuple:
 
 def _free(t: Tensor) -> None:
     """Drop what ``t``'s node holds for backward, so the arrays its inputs hold can go; keep its structure."""
-    record_of(t).inputs = tuple(record_of(x) for x in t._inputs)
+    record_of(t).inputs = tuple(record_of(x) for x in t._inputs)  # (= remember_inputs(t), inline: every node)
     t._inputs = None
     t._params = None
     t._saved = None
@@ -235,6 +237,16 @@ def _input_grads(t: Tensor, g: Tensor) -> list[tuple[Tensor, Tensor]]:
     return pairs
 
 
+def _not_run(t: Tensor, retain_graph: bool) -> None:
+    """A node whose VJP backward does not run (no gradient reached it, or ``grad()`` needs nothing behind it).
+
+    Unless the graph is retained, its record keeps its inputs, so a graph drawn after
+    backward still shows the branch once the tensors themselves are gone.
+    """
+    if t._op is not None and not retain_graph:
+        remember_inputs(t)
+
+
 def _backpropagate(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None) -> dict[int, Tensor]:
     """The backward pass shared by ``backward`` and ``grad``: the chain rule, node by node, outputs first.
 
@@ -255,6 +267,7 @@ def _backpropagate(roots, root_grads, retain_graph: bool, create_graph: bool, ta
         for t in reversed(order):  # 4. outputs first: when t comes up, every use of t has sent its gradient
             g = pending.pop(id(t), None)
             if g is None:
+                _not_run(t, retain_graph)
                 continue  # no gradient reached t
             if create_graph:
                 state.vjp_depth = t._vjp_depth + 1  # the ops recorded now are t's VJP: one pass deeper
@@ -265,9 +278,12 @@ def _backpropagate(roots, root_grads, retain_graph: bool, create_graph: bool, ta
             elif targets is None and (t._op is None or t._retains_grad):
                 _accumulate(t, g, owned, create_graph)
             if t._op is None or (needed is not None and id(t) not in needed):
+                _not_run(t, retain_graph)
                 continue  # a leaf, or nothing grad() wants lies behind t
             if t._inputs is None:
                 raise RuntimeError(_FREED)
+            if t._version < edits.count:  # some tensor changed in place since t was made: one of its inputs?
+                check_unchanged(t)
             for x, gx in _input_grads(t, g):  # 7. the chain rule: t's VJP sends g on to t's inputs
                 pending[id(x)] = gx if id(x) not in pending else pending[id(x)] + gx
             if not retain_graph:
@@ -285,15 +301,22 @@ def _restoring_vjp_depth():
         state.vjp_depth = outer
 
 
-def backward(tensor: Tensor, gradient=None, retain_graph: bool | None = None, create_graph: bool = False):
-    """Accumulate the gradient of ``tensor`` into ``.grad`` of every leaf it depends on.
+def backward(tensors, gradient=None, retain_graph: bool | None = None, create_graph: bool = False):
+    """Accumulate the gradient of ``tensors`` into ``.grad`` of every leaf they depend on.
 
-    ``gradient`` is d(loss)/d(tensor), needed when ``tensor`` is not a scalar.
+    ``tensors`` is one Tensor or a list of them (as ``torch.autograd.backward``: the
+    leaves get the sum of their gradients); ``gradient`` is d(loss)/d(tensor), one
+    per tensor (a list for a list), needed for those that are not scalars.
     ``retain_graph`` keeps the graph for another backward (default: ``create_graph``).
     ``create_graph`` records the backward pass itself, for higher-order gradients.
     """
+    if isinstance(tensors, Tensor):  # (the usual call, loss.backward(): nothing to pair up)
+        roots, grads = [tensors], [gradient]
+    else:
+        roots = tensors_given("backward", "tensors", tensors)
+        grads = one_per_output("backward", "gradient", roots, gradient, False)
     retain = create_graph if retain_graph is None else retain_graph
-    _backpropagate([tensor], [_as_grad(gradient, tensor)], retain, create_graph)
+    _backpropagate(roots, [_as_grad(g, r) for r, g in zip(roots, grads)], retain, create_graph)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, create_graph: bool = False,
@@ -304,13 +327,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, c
     non-scalars); an input the outputs do not depend on is an error unless
     ``allow_unused=True``, in which case its gradient is None.
     """
-    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
-    single = isinstance(inputs, Tensor)
-    inputs = [inputs] if single else list(inputs)
-    if grad_outputs is None:
-        grad_outputs = [None] * len(outputs)
-    elif isinstance(grad_outputs, Tensor | np.ndarray):
-        grad_outputs = [grad_outputs]
+    single_output = isinstance(outputs, Tensor)
+    outputs = tensors_given("grad", "outputs", outputs)
+    inputs = tensors_given("grad", "inputs", inputs)
+    grad_outputs = one_per_output("grad", "grad_outputs", outputs, grad_outputs, single_output)
     for i, x in enumerate(inputs):
         if not x.requires_grad:
             raise RuntimeError(f"grad: input {i} (shape {x.shape}) does not require grad")

@@ -58,8 +58,11 @@ class FreedNode:
     user kept). A one-element tensor's value is kept, as a Python number.
 
     A tensor's record is made once and kept in its ``_record`` slot, so a tensor
-    used by two ops is one record. Tensors backward did not visit (no gradient
-    reached them) are never freed: while they live, viz reads them directly.
+    used by two ops is one record. Nodes backward did not run (no gradient
+    reached them, or ``grad()`` did not need them) are not freed, but their
+    records get their inputs all the same (``remember_inputs``): while such a
+    tensor lives viz reads it directly, and once the freed nodes that held it
+    have let it go, the record still draws its branch.
     """
 
     __slots__ = ("tensor", "op", "params", "inputs", "shape", "dtype", "name", "scope", "requires_grad",
@@ -87,3 +90,8 @@ def record_of(t: Tensor) -> FreedNode:
     if record is None or record.tensor() is not t:  # (a deepcopied tensor arrives with its original's record)
         record = t._record = FreedNode(t)
     return record
+
+
+def remember_inputs(t: Tensor) -> None:
+    """Write the records of ``t``'s inputs into ``t``'s record, so its branch can be drawn once ``t`` is gone."""
+    record_of(t).inputs = tuple(record_of(x) for x in t._inputs)

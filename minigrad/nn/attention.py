@@ -184,6 +184,8 @@ class MultiHeadAttention(Module):
         scores_shape = (B, self.n_heads, Tq, Tk)
         if attn_mask is not None:
             check_mask_broadcasts(describe(self), "attn_mask", attn_mask, scores_shape)
+            if isinstance(attn_mask, Tensor) and attn_mask.dtype.kind == "f":
+                check_input(self, attn_mask, "attn_mask")  # the dtype rule: a float64 mask is not converted either
         if key_padding_mask is None:
             return attn_mask
         padding = check_padding_mask(describe(self), key_padding_mask, (B, Tk))

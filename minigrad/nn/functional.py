@@ -149,6 +149,9 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, rng: np.random
 
 def embedding(input, weight: Tensor) -> Tensor:
     """Rows of ``weight`` (num_embeddings, dim) picked by integer ids: (...) -> (..., dim)."""
+    if not isinstance(weight, Tensor) or weight.ndim != 2:
+        got = f"shape {weight.shape} {weight.dtype}" if isinstance(weight, Tensor) else type(weight).__name__
+        raise ValueError(f"embedding: weight must be a 2-D Tensor (num_embeddings, dim), got {got}")
     return weight[token_ids(input, weight.shape[0])]
 
 

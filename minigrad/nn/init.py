@@ -2,9 +2,11 @@
 
 Every layer that draws random numbers takes an optional ``rng`` (a
 ``np.random.Generator``). Without one it draws from this module's default
-generator, which ``minigrad.nn.manual_seed(n)`` re-seeds, so a script that
-calls ``manual_seed`` once gets the same weights (and dropout masks) every run.
-The default generator starts seeded with 0: runs are reproducible out of the box.
+generator (``minigrad/rng.py``, shared with ``mg.randn``), which
+``minigrad.nn.manual_seed(n)`` or ``minigrad.manual_seed(n)`` re-seeds, so a
+script that calls ``manual_seed`` once gets the same weights (and dropout masks)
+every run. The default generator starts seeded with 0: runs are reproducible out
+of the box.
 
 The initialisers follow ``torch.nn.init`` (``normal_``, ``uniform_``, ``zeros_``,
 ``ones_``): they overwrite a tensor's values in place, keeping its dtype, and
@@ -15,20 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..rng import default_rng, manual_seed  # noqa: F401  (nn.manual_seed: PyTorch's home for it)
 from ..tensor import Tensor
-
-_default_rng = np.random.default_rng(0)
-
-
-def manual_seed(seed: int) -> None:
-    """Re-seed the default generator used by layers (init, dropout) that are given no ``rng``."""
-    global _default_rng
-    _default_rng = np.random.default_rng(seed)
-
-
-def default_rng() -> np.random.Generator:
-    """The generator layers use when none is passed to them."""
-    return _default_rng
 
 
 def resolve_rng(rng: np.random.Generator | None, seed: int | None = None, who: str = "init") -> np.random.Generator:
@@ -40,7 +30,7 @@ def resolve_rng(rng: np.random.Generator | None, seed: int | None = None, who: s
         raise ValueError(f"{who}: pass seed or rng, not both")
     if seed is not None:
         return np.random.default_rng(seed)
-    return _default_rng if rng is None else rng
+    return default_rng() if rng is None else rng
 
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, rng: np.random.Generator | None = None) -> Tensor:

@@ -52,6 +52,8 @@ class _Cell(Module):
             raise ValueError(f"{describe(self)}: the input must be (B, {self.input_size}), got shape {x.shape}")
         check_features(self, x, self.input_size)
         for h in states:
+            if h is not None:
+                check_input(self, h, "state")  # (the dtype rule holds for states too: no silent float64)
             if h is not None and h.shape != (x.shape[0], self.hidden_size):
                 raise ValueError(f"{describe(self)}: the state must be (B, hidden_size) = "
                                  f"{(x.shape[0], self.hidden_size)}, got {h.shape}")
@@ -187,6 +189,7 @@ class _Recurrent(Module):
 
     def _check_state(self, h: Tensor, batch: int) -> None:
         expected = (self.num_layers, batch, self.hidden_size)
+        check_input(self, h, "initial state")
         if h.shape != expected:
             raise ValueError(f"{describe(self)}: the initial state must be (num_layers, B, hidden_size) = "
                              f"{expected}, got {h.shape}")

@@ -74,15 +74,23 @@ class LRScheduler:
         """The step and the schedule's numbers (not the optimizer, not functions), for checkpoints."""
         return {k: v for k, v in vars(self).items() if k != "optimizer" and not callable(v)}
 
-    def load_state_dict(self, state_dict: dict) -> None:
-        """Restore ``state_dict()`` and set the optimizer's lrs to match it."""
+    def check_state_dict(self, state_dict: dict) -> list[str]:
+        """Every reason ``state_dict`` cannot be loaded into this scheduler (empty if it can)."""
         expected = set(self.state_dict())
-        if set(state_dict) != expected:
-            raise ValueError(f"{type(self).__name__}.load_state_dict: expected keys {sorted(expected)}, "
-                             f"got {sorted(state_dict)}")
-        if len(state_dict["base_lrs"]) != len(self.optimizer.param_groups):
-            raise ValueError(f"{type(self).__name__}.load_state_dict: saved for {len(state_dict['base_lrs'])} "
-                             f"parameter groups, this optimizer has {len(self.optimizer.param_groups)}")
+        if not isinstance(state_dict, dict) or set(state_dict) != expected:
+            got = sorted(state_dict) if isinstance(state_dict, dict) else type(state_dict).__name__
+            return [f"expected keys {sorted(expected)}, got {got}"]
+        saved = state_dict["base_lrs"]
+        if not isinstance(saved, list | tuple) or len(saved) != len(self.optimizer.param_groups):
+            count = len(saved) if isinstance(saved, list | tuple) else type(saved).__name__
+            return [f"saved for {count} parameter groups, this optimizer has {len(self.optimizer.param_groups)}"]
+        return []
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore ``state_dict()`` and set the optimizer's lrs to match (checked first: a mismatch changes nothing)."""
+        problems = self.check_state_dict(state_dict)
+        if problems:
+            raise ValueError(f"{type(self).__name__}.load_state_dict: " + "; ".join(problems))
         self.__dict__.update({k: (list(v) if isinstance(v, list) else v) for k, v in state_dict.items()})
         self._apply()
 
