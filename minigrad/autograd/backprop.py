@@ -17,7 +17,8 @@ added here:
 * a freed node keeps a small record of its structure (``FreedNode``), without
   its arrays, so ``viz`` can still draw the graph after ``backward()``;
 * what each VJP returns is checked where it is used: one gradient per input,
-  each a Tensor (or None) of the input's shape or one it broadcasts to; a VJP
+  each a Tensor (or None) of the input's shape or one it broadcasts to (for the
+  inputs that require grad: a constant's gradient is dropped unread); a VJP
   that breaks this, or calls NumPy on Tensors, is a ``VJPError`` naming the op;
 * under ``detect_anomaly()`` (``anomaly.py``) every gradient is checked for
   NaN/Inf, and the op and the user's line that made it are named.
@@ -32,7 +33,7 @@ import numpy as np
 from ..modes import set_grad_enabled, state
 from ..tensor import OpError, Tensor
 from .anomaly import check_backward
-from .freed import record_of
+from .freed import ConstantRecord, record_of
 from .vjp_checks import check_grad, one_per_input, vjp_failure
 
 _FREED = ("backward: this graph was already freed by an earlier backward(). Call backward(retain_graph=True) "
@@ -193,7 +194,11 @@ def _call_vjp(t: Tensor, g: Tensor) -> tuple:
 
 def _free(t: Tensor) -> None:
     """Drop what ``t``'s node holds for backward, so the arrays its inputs hold can go; keep its structure."""
-    record_of(t).inputs = tuple(record_of(x) for x in t._inputs)
+    record = t._record
+    if record is None or record.tensor() is not t:  # (made already when the node that used t was freed)
+        record = record_of(t)
+    record.inputs = tuple([record_of(x) if x.requires_grad or x.data.size > 4 else ConstantRecord(x)
+                           for x in t._inputs])
     t._inputs = None
     t._params = None
     t._saved = None
@@ -238,15 +243,13 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
             if t._inputs is None:
                 raise RuntimeError(_FREED)
             for i, (x, gx) in enumerate(zip(t._inputs, _call_vjp(t, g))):
-                if gx is None:
+                if gx is None or not x.requires_grad:  # (a constant's gradient is never used, so not checked)
                     continue
-                if type(gx) is not Tensor or gx.shape != x.shape:  # (a broadcast gradient, or a broken VJP)
+                if type(gx) is not Tensor or gx.data.shape != x.data.shape:  # (broadcast, or a broken VJP)
                     check_grad(t, i, x, gx)
-                    if x.requires_grad and gx.shape != x.shape:
-                        gx = _sum_to(gx, x.shape)
-                if not x.requires_grad:
-                    continue
-                if gx.data.dtype != x.data.dtype:
+                    if gx.data.shape != x.data.shape:
+                        gx = _sum_to(gx, x.data.shape)
+                if gx.data.dtype is not x.data.dtype and gx.data.dtype != x.data.dtype:  # (dtypes are shared)
                     # A gradient has its tensor's dtype (PyTorch's rule): a float32 weight met by float64
                     # data gets a float32 gradient, not a float64 one that would upcast it at the update.
                     gx = gx.astype(x.dtype)
