@@ -88,7 +88,7 @@ class ThreadChoice(NamedTuple):
 
 
 _choice: ThreadChoice | None = None  # the last choice applied, for ``backend()``
-_limits = None  # threadpoolctl's handle on the limit, kept so it stays in force
+_limits: list = []  # threadpoolctl's handles on the limits, kept so they stay in force
 
 
 def cores() -> int:
@@ -167,12 +167,15 @@ def set_threads(policy: str | int = "auto") -> ThreadChoice:
     global _choice, _limits
     choice = choose_threads(policy)
     if choice.threads is not None:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import ThreadpoolController
 
-        if _limits is not None:
-            _limits.restore_original_limits()
-        _limits = threadpool_limits(limits=choice.threads)
-        _set_numba_threads(choice.threads)
+        _set_numba_threads(choice.threads)  # first: starting numba's pool resets OpenMP's thread count
+        for limit in reversed(_limits):
+            limit.restore_original_limits()
+        controller = ThreadpoolController()
+        _limits = [controller.limit(limits=choice.threads)]
+        if _fast_gemm:  # MKL does the big products: OpenBLAS keeps one thread, so its pool does not spin
+            _limits.append(controller.select(internal_api="openblas").limit(limits=1))
     _choice = choice
     return choice
 
@@ -182,6 +185,65 @@ def _set_numba_threads(threads: int) -> None:
     numba = sys.modules.get("numba")
     if numba is not None:
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+
+
+def thread_pools() -> list[dict]:
+    """The thread pools loaded in this process: threadpoolctl's list (BLAS, OpenMP), plus numba's if loaded."""
+    from threadpoolctl import threadpool_info
+
+    pools = [{k: p.get(k) for k in ("internal_api", "user_api", "num_threads", "version", "filepath")}
+             for p in threadpool_info()]
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        pools.append({"internal_api": "numba", "user_api": "numba", "num_threads": numba.get_num_threads(),
+                      "version": numba.__version__, "threading_layer": numba.config.THREADING_LAYER})
+    return pools
+
+
+# --------------------------------------------------------------------------------------
+# The [fast] backend's thread pools (minigrad/kernels/backend.py)
+# --------------------------------------------------------------------------------------
+
+_fast_gemm = False  # True once MKL does the float32 products
+
+
+def find_mkl() -> str | None:
+    """The path of MKL's single dynamic library (libmkl_rt) from the PyPI ``mkl`` wheel, or None.
+
+    Only x86-64 Linux: elsewhere the wheel is not there, and NumPy's matmul stays.
+    """
+    import glob
+    import platform
+
+    if not sys.platform.startswith("linux") or platform.machine() not in ("x86_64", "AMD64"):
+        return None
+    for folder in dict.fromkeys([os.path.join(sys.prefix, "lib"), os.path.join(sys.base_prefix, "lib")]):
+        found = sorted(glob.glob(os.path.join(folder, "libmkl_rt.so*")))
+        if found:
+            return found[-1]
+    return None
+
+
+def prepare_fast_backend() -> str | None:
+    """Set up numba's and MKL's pools to share GNU OpenMP, before either loads; returns MKL's path (or None).
+
+    numba's ``omp`` threading layer runs on libgomp; ``MKL_THREADING_LAYER=GNU``
+    makes MKL use the same runtime instead of loading Intel's own (a user's
+    own setting is kept). With two runtimes, each spins its threads on the
+    same cores, and both slow down.
+    """
+    global _fast_gemm
+    import ctypes.util
+
+    import numba
+
+    if "NUMBA_THREADING_LAYER" not in os.environ and ctypes.util.find_library("gomp"):
+        numba.config.THREADING_LAYER = "omp"
+    path = find_mkl()
+    if path is not None:
+        os.environ.setdefault("MKL_THREADING_LAYER", "GNU")
+        _fast_gemm = True
+    return path
 
 
 def thread_choice() -> ThreadChoice | None:
