@@ -5,16 +5,16 @@ Loaded by ``backend.py`` only where the PyPI ``mkl`` wheel is installed
 MKL runs the mid-sized products of a small transformer's step (a few hundred
 rows and columns) faster on the same cores, and PyTorch's CPU build uses it.
 
-Two calls do all the work:
+One call does the work:
 
 * ``cblas_sgemm``: one product C = alpha A B + beta C. Either operand may be
   transposed in memory (a ``W.T`` view, a column-major array): MKL reads it
   as it lies, where NumPy would copy it first. A linear layer writes its
   bias into C first and asks for beta = 1, so the bias is added inside the
   GEMM instead of by a pass of its own.
-* ``cblas_sgemm_batch_strided``: a stack of equal-shaped products whose
-  matrices sit a fixed stride apart, such as attention's (B, H, T, hd) views:
-  one call for all heads, strided views read in place.
+Attention's stacks of small per-head products stay with NumPy's batched
+matmul: MKL's batched call (``cblas_sgemm_batch_strided``) was measured slower
+for them on this project's machine (an AMD EPYC; see ``benchmarks/README.md``).
 
 Only float32 is sent to MKL (what training uses); everything else, and
 products too small to repay a ctypes call, go to NumPy's matmul.
@@ -35,14 +35,12 @@ _lib = None  # the loaded libmkl_rt
 
 
 def load(path: str) -> None:
-    """Load libmkl_rt from ``path`` and declare the two calls' argument types."""
+    """Load libmkl_rt from ``path`` and declare sgemm's argument types."""
     global _lib
     lib = ctypes.CDLL(path)
     i, f, p = ctypes.c_int, ctypes.c_float, ctypes.c_void_p
     lib.cblas_sgemm.argtypes = [i, i, i, i, i, i, f, p, i, p, i, f, p, i]
     lib.cblas_sgemm.restype = None
-    lib.cblas_sgemm_batch_strided.argtypes = [i, i, i, i, i, i, f, p, i, i, p, i, i, f, p, i, i, i]
-    lib.cblas_sgemm_batch_strided.restype = None
     lib.MKL_Get_Max_Threads()  # loads MKL's threading layer (and libgomp) now, where thread limits can see it
     _lib = lib
 
@@ -88,25 +86,6 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, alpha: flo
     return out
 
 
-def _batch_stride(x: np.ndarray) -> int | None:
-    """The one stride (in elements) between consecutive matrices of x's leading axes, or None if they have none."""
-    lead = x.shape[:-2]
-    if math.prod(lead) <= 1:
-        return 0
-    stride = None
-    expected = None
-    for size, step in zip(reversed(lead), reversed(x.strides[:-2])):
-        if size == 1:
-            continue
-        if stride is None:
-            stride, expected = step, step * size
-        elif step != expected:
-            return None
-        else:
-            expected = step * size
-    return None if stride is None or stride % 4 else stride // 4
-
-
 def matmul(a: np.ndarray, b: np.ndarray):
     """``a @ b`` by MKL for float32 products big enough to repay it; None: not taken (NumPy does it)."""
     if a.dtype != _F32 or b.dtype != _F32 or a.ndim < 2 or b.ndim < 2:
@@ -117,21 +96,7 @@ def matmul(a: np.ndarray, b: np.ndarray):
     if b.ndim == 2:  # (..., M, K) @ (K, N): the rows stacked into one product
         rows = a.reshape(math.prod(a.shape[:-1]), k)  # a view when a's rows are contiguous
         return gemm(rows, b).reshape(a.shape[:-1] + (n,))
-    if a.shape[:-2] != b.shape[:-2]:
-        return None  # broadcast batches: NumPy's
-    sa, sb = _batch_stride(a), _batch_stride(b)
-    if sa is None or sb is None:
-        return None
-    la, lb = _layout(a[(0,) * (a.ndim - 2)]), _layout(b[(0,) * (b.ndim - 2)])
-    if la is None or lb is None:
-        return None
-    batch = math.prod(a.shape[:-2])
-    out = np.empty(a.shape[:-2] + (m, n), _F32)
-    if batch == 0:
-        return out
-    _lib.cblas_sgemm_batch_strided(_ROW_MAJOR, la[0], lb[0], m, n, k, 1.0, a.ctypes.data, la[1], sa,
-                                   b.ctypes.data, lb[1], sb, 0.0, out.ctypes.data, n, m * n, batch)
-    return out
+    return None  # stacks of small products (attention's heads): NumPy's batched matmul was quicker
 
 
 def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None):

@@ -17,7 +17,9 @@ numba's own ``exp`` and ``tanh`` call the C library one element at a time
 ``_exp32`` below is written so LLVM vectorises it: exp(x) = 2^n * exp(r) with
 n = round(x / ln 2) and |r| <= ln(2) / 2, exp(r) by its Taylor polynomial to
 r^7 (error under 1e-9, so under 2 ulps after rounding), and 2^n made by
-writing n into a float's exponent bits.
+writing n into a float's exponent bits. Results below the smallest normal
+float32 (x < -87.34) are flushed to 0: arithmetic on subnormal numbers is many
+times slower, and a masked attention score (-inf) is half of a causal matrix.
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ _LN2_LO = _F32(1.428606765330187e-06)
 _SQRT_2_OVER_PI = _F32(math.sqrt(2.0 / math.pi))
 _GELU_CUBIC = _F32(0.044715)
 _INV_SQRT_2PI = _F32(1.0 / math.sqrt(2.0 * math.pi))
-_ROW_BLOCK = 4096  # elements per parallel chunk of a flat array
 
 jit = numba.njit(cache=True, fastmath=False, error_model="numpy")
 pjit = numba.njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
@@ -56,8 +57,13 @@ def _bits_to_float32(typingctx, bits):
 
 @numba.njit(inline="always", cache=True, error_model="numpy")
 def _exp32(x):
-    """exp(x) in float32, within 2 ulps; exp(-inf) = 0, exp(inf) = inf, NaN stays NaN."""
-    c = min(max(x, _F32(-103.0)), _F32(88.8))  # beyond these, 0 and inf (NaN: handled below)
+    """exp(x) in float32, within 2 ulps, for results that are normal floats; exp(inf) = inf, NaN stays NaN.
+
+    Results below float32's smallest normal number (x < -87.34) are 0: arithmetic on
+    subnormal numbers is many times slower (a masked attention score is -inf, half of
+    each causal matrix), and a weight or a gate of 1e-38 counts for nothing anyway.
+    """
+    c = min(max(x, _F32(-87.33654)), _F32(88.72283))  # beyond these, 0 and inf (NaN: handled below)
     n = np.float32(np.rint(c * _LOG2E))
     r = (c - n * _LN2_HI) - n * _LN2_LO
     p = _F32(1.0 / 5040)
@@ -69,11 +75,11 @@ def _exp32(x):
     p = p * r + _F32(1.0)
     p = p * r + _F32(1.0)
     k = np.int32(n)
-    half = k // 2  # 2^n as 2^half * 2^(n - half): both factors stay normal floats down to n = -149
+    half = k // 2  # 2^n as 2^half * 2^(n - half): n runs from -126 to 128, each factor stays a normal float
     out = p * _bits_to_float32((half + 127) << 23) * _bits_to_float32((k - half + 127) << 23)
     if x > _F32(88.72283):
         out = _F32(np.inf)
-    if x < _F32(-103.972084):  # below ln(2^-150): rounds to 0 (and exp(-inf) is 0)
+    if x < _F32(-87.33654):
         out = _F32(0.0)
     if x != x:
         out = x
@@ -89,38 +95,70 @@ def _tanh32(u):
 
 
 # --------------------------------------------------------------------------------------
-# GELU
+# Sums over a row, in any order: ``reassoc`` lets LLVM vectorise them. (A function of its
+# own, so that only these additions may be reordered: never exp's range reduction.)
+# --------------------------------------------------------------------------------------
+
+_sum_jit = numba.njit(cache=True, error_model="numpy", fastmath={"reassoc"})
+
+
+@_sum_jit
+def _row_total(a, r):
+    """sum of a[r, :] in float64."""
+    total = np.float64(0.0)
+    for j in range(a.shape[1]):
+        total += np.float64(a[r, j])
+    return total
+
+
+@_sum_jit
+def _row_dot(a, b, r):
+    """sum of a[r, :] * b[r, :] in float64."""
+    total = np.float64(0.0)
+    for j in range(a.shape[1]):
+        total += np.float64(a[r, j]) * np.float64(b[r, j])
+    return total
+
+
+@_sum_jit
+def _row_dot_weighted(g, w, xhat, r):
+    """(sum of g[r] * w, sum of g[r] * w * xhat[r]) in float64."""
+    sum_v = np.float64(0.0)
+    sum_vx = np.float64(0.0)
+    for j in range(g.shape[1]):
+        v = np.float64(g[r, j] * w[j])
+        sum_v += v
+        sum_vx += v * np.float64(xhat[r, j])
+    return sum_v, sum_vx
+
+
+# --------------------------------------------------------------------------------------
+# GELU: one flat loop per formula (a flat prange is what LLVM vectorises)
 # --------------------------------------------------------------------------------------
 
 
 @pjit
 def _gelu_tanh(x, out, gate):
-    n = x.size
-    for b in prange((n + _ROW_BLOCK - 1) // _ROW_BLOCK):
-        for i in range(b * _ROW_BLOCK, min(n, (b + 1) * _ROW_BLOCK)):
-            v = x[i]
-            s = _F32(0.5) * (_F32(1.0) + _tanh32(_SQRT_2_OVER_PI * (v + _GELU_CUBIC * v * v * v)))
-            gate[i] = s
-            out[i] = v * s
+    for i in prange(x.size):
+        v = x[i]
+        s = _F32(0.5) * (_F32(1.0) + _tanh32(_SQRT_2_OVER_PI * (v + _GELU_CUBIC * v * v * v)))
+        gate[i] = s
+        out[i] = v * s
 
 
 @pjit
 def _gelu_tanh_grad(x, g, gate, out):
-    n = x.size
-    for b in prange((n + _ROW_BLOCK - 1) // _ROW_BLOCK):
-        for i in range(b * _ROW_BLOCK, min(n, (b + 1) * _ROW_BLOCK)):
-            v, s = x[i], gate[i]
-            du = _SQRT_2_OVER_PI * (_F32(1.0) + _F32(3.0) * _GELU_CUBIC * v * v)
-            out[i] = g[i] * s * (_F32(1.0) + _F32(2.0) * v * du * (_F32(1.0) - s))
+    for i in prange(x.size):
+        v, s = x[i], gate[i]
+        du = _SQRT_2_OVER_PI * (_F32(1.0) + _F32(3.0) * _GELU_CUBIC * v * v)
+        out[i] = g[i] * s * (_F32(1.0) + _F32(2.0) * v * du * (_F32(1.0) - s))
 
 
 @pjit
 def _gelu_erf_grad(x, g, gate, out):
-    n = x.size
-    for b in prange((n + _ROW_BLOCK - 1) // _ROW_BLOCK):
-        for i in range(b * _ROW_BLOCK, min(n, (b + 1) * _ROW_BLOCK)):
-            v = x[i]
-            out[i] = g[i] * (gate[i] + v * _exp32(_F32(-0.5) * v * v) * _INV_SQRT_2PI)
+    for i in prange(x.size):
+        v = x[i]
+        out[i] = g[i] * (gate[i] + v * _exp32(_F32(-0.5) * v * v) * _INV_SQRT_2PI)
 
 
 # --------------------------------------------------------------------------------------
@@ -137,16 +175,37 @@ def _softmax_rows(x, out, scale):
         nan = False
         for j in range(n):
             v = x[r, j] * scale
-            if v != v:
-                nan = True
-            m = max(m, v)
+            nan |= v != v
+            m = v if v > m else m
         if nan or m == -np.inf:
             m = _F32(0.0)
-        total = _F32(0.0)
         for j in range(n):
-            e = _exp32(x[r, j] * scale - m)
-            out[r, j] = e
-            total += e
+            out[r, j] = _exp32(x[r, j] * scale - m)
+        total = np.float32(_row_total(out, r))
+        if total == 0:
+            total = _F32(1.0)
+        for j in range(n):
+            out[r, j] = out[r, j] / total
+
+
+@pjit
+def _softmax_rows_biased(x, bias, out, scale):
+    """out[r] = softmax(x[r] * scale + bias[r % len(bias)]), shifted as ``_softmax_rows`` shifts."""
+    rows, n = x.shape
+    bias_rows = bias.shape[0]
+    for r in prange(rows):
+        b = r % bias_rows
+        m = _F32(-np.inf)
+        nan = False
+        for j in range(n):
+            v = x[r, j] * scale + bias[b, j]
+            nan |= v != v
+            m = v if v > m else m
+        if nan or m == -np.inf:
+            m = _F32(0.0)
+        for j in range(n):
+            out[r, j] = _exp32(x[r, j] * scale + bias[b, j] - m)
+        total = np.float32(_row_total(out, r))
         if total == 0:
             total = _F32(1.0)
         for j in range(n):
@@ -157,10 +216,7 @@ def _softmax_rows(x, out, scale):
 def _softmax_grad_rows(out, g, grad, scale):
     rows, n = out.shape
     for r in prange(rows):
-        dot = np.float64(0.0)
-        for j in range(n):
-            dot += np.float64(g[r, j]) * np.float64(out[r, j])
-        d = np.float32(dot)
+        d = np.float32(_row_dot(g, out, r))
         for j in range(n):
             grad[r, j] = scale * out[r, j] * (g[r, j] - d)
 
@@ -174,16 +230,10 @@ def _softmax_grad_rows(out, g, grad, scale):
 def _standardise_rows(x, eps, xhat, rstd):
     rows, n = x.shape
     for r in prange(rows):
-        total = np.float64(0.0)
+        mean = np.float32(_row_total(x, r) / n)
         for j in range(n):
-            total += x[r, j]
-        mean = np.float32(total / n)
-        square = np.float64(0.0)
-        for j in range(n):
-            c = x[r, j] - mean
-            xhat[r, j] = c
-            square += np.float64(c) * np.float64(c)
-        s = np.float32(1.0) / np.sqrt(np.float32(square / n) + eps)
+            xhat[r, j] = x[r, j] - mean
+        s = np.float32(1.0) / np.sqrt(np.float32(_row_dot(xhat, xhat, r) / n) + eps)
         rstd[r, 0] = s
         for j in range(n):
             xhat[r, j] = xhat[r, j] * s
@@ -193,18 +243,12 @@ def _standardise_rows(x, eps, xhat, rstd):
 def _layer_norm_grad_rows(g, xhat, rstd, weight, out):
     rows, n = g.shape
     for r in prange(rows):
-        sum_v = np.float64(0.0)
-        sum_vx = np.float64(0.0)
-        for j in range(n):
-            v = g[r, j] * weight[j]
-            out[r, j] = v
-            sum_v += v
-            sum_vx += np.float64(v) * np.float64(xhat[r, j])
+        sum_v, sum_vx = _row_dot_weighted(g, weight, xhat, r)
         mean_v = np.float32(sum_v / n)
         mean_vx = np.float32(sum_vx / n)
         s = rstd[r, 0]
         for j in range(n):
-            out[r, j] = s * (out[r, j] - mean_v - xhat[r, j] * mean_vx)
+            out[r, j] = s * (g[r, j] * weight[j] - mean_v - xhat[r, j] * mean_vx)
 
 
 # --------------------------------------------------------------------------------------
@@ -272,20 +316,22 @@ def make_forms(numpy_forms: dict) -> dict:
     def attention_weights(q, k, bias=None, scale=1.0):
         if not _ok(q, k) or (bias is not None and not (isinstance(bias, np.ndarray) and bias.dtype == _F32)):
             return fallback("attention_weights")(q, k, bias, scale)
-        scores = numpy_forms["matmul_active"](q, k.swapaxes(-1, -2))  # (..., Tq, Tk), MKL's when it is on
-        if bias is None:
-            scale_in_loop = _F32(scale)
-        else:
-            scores *= _F32(scale)
-            scale_in_loop = _F32(1.0)
-            if np.broadcast_shapes(scores.shape, bias.shape) == scores.shape:
-                scores += bias
-            else:
-                scores = scores + bias
+        scores = q @ k.swapaxes(-1, -2)  # (..., Tq, Tk)
         if not _ok(scores):
             return fallback("attention_weights")(q, k, bias, scale)
-        _softmax_rows(_rows(scores), _rows(scores), scale_in_loop)  # in place: each row read before it is written
-        return scores
+        weights = np.empty_like(scores)  # (written in place, LLVM cannot prove rows apart: 5x slower)
+        if bias is None:
+            _softmax_rows(_rows(scores), _rows(weights), _F32(scale))
+        elif bias.shape == scores.shape[-bias.ndim:] and bias.flags.c_contiguous and bias.size:
+            # a mask of the trailing axes, (Tq, Tk) or (H, Tq, Tk): repeats every bias.size elements
+            _softmax_rows_biased(_rows(scores), bias.reshape(-1, scores.shape[-1]), _rows(weights), _F32(scale))
+        else:
+            biased = scores * _F32(scale) + bias
+            if not _ok(biased):
+                return fallback("attention_weights")(q, k, bias, scale)
+            weights = np.empty_like(biased)
+            _softmax_rows(_rows(biased), _rows(weights), _F32(1.0))
+        return weights
 
     def standardise(x, eps):
         if not _ok(x):
@@ -312,7 +358,6 @@ def make_forms(numpy_forms: dict) -> dict:
 def install(kernels: dict) -> None:
     """Make each compiled form its kernel's ``.compiled`` and ``.active`` form."""
     numpy_forms = {name: k.fast for name, k in kernels.items()}
-    numpy_forms["matmul_active"] = lambda a, b: kernels["matmul"].active(a, b)
     for name, form in make_forms(numpy_forms).items():
         form.__name__ = form.__qualname__ = name
         form.__doc__ = f"{name}, compiled by numba where it can be (see {__name__}); else its NumPy form."
