@@ -106,7 +106,7 @@ def report(rows: list[dict]) -> str:
         time_cell = f"{r['estimate']:.0f} s (estimated)" if estimated else f"{r['wall']:.1f} s"
         how = (f"{r['ran']} in {r['wall']:.0f} s, scaled" if estimated else
                (r["ran"] if r.get("ran") else "one run"))
-        threads = r["threads"].replace("threads: ", "").split(";")[0] if r["threads"] else "(lesson: not printed)"
+        threads = r["threads"].replace("threads: ", "").split(";")[0] + ")" if r["threads"] else "(not printed)"
         table.append([r["name"], time_cell, how, f"{r['busy']:.1f}", f"{r['load'][0]:.1f} / {r['load'][1]:.1f}",
                       threads])
     return _util.markdown_table(headers, table)

@@ -115,7 +115,8 @@ def report(groups: list[dict]) -> str:
         medians = {name: _util.median(v) for name, v in g["results"].items()}
         cells = [f"{medians[name]:,.0f} ({min(v):,.0f}-{max(v):,.0f})" for name, v in g["results"].items()]
         best = max(medians[name] for name in names[1:])
-        picked = sorted(set(c.split(";")[0].replace("threads: ", "") for c in g["chosen"]))
+        picked = sorted(set(c.split(";")[0].replace("threads: ", "").replace("auto: 2 cores, ", "") + ")"
+                            for c in g["chosen"]))
         rows.append([str(g["busy"]), *cells, f"{medians['default'] / best:.2f}", "; ".join(picked),
                      f"{g['load'][0]:.1f} / {g['load'][1]:.1f}"])
     return _util.markdown_table(headers, rows)
