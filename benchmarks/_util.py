@@ -75,6 +75,15 @@ def tune_malloc() -> None:
     tune()
 
 
+def set_threads() -> None:
+    """What a training script does (``minigrad.runtime.set_threads``); older checkouts have none."""
+    try:
+        from minigrad.runtime import set_threads as choose
+    except ImportError:
+        return
+    choose()
+
+
 def worker_env(threads: int, malloc_tune: bool = True, root: str | None = None) -> dict[str, str]:
     """The environment for a measuring subprocess: ours, plus the thread caps.
 
@@ -84,6 +93,7 @@ def worker_env(threads: int, malloc_tune: bool = True, root: str | None = None) 
     """
     env = dict(os.environ)
     env.update(thread_env(threads))
+    env["MINIGRAD_THREADS"] = str(threads)  # what minigrad.runtime.set_threads applies (the [fast] pools too)
     env["MINIGRAD_MALLOC_TUNE"] = "1" if malloc_tune else "0"
     # So `python -m benchmarks...` finds that checkout whatever the working directory.
     root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -119,11 +129,11 @@ class Worker:
     """The parent's handle on ``python -m <module> --worker <kind> <args>``: ``ask(command) -> dict``."""
 
     def __init__(self, module: str, kind: str, args: list[str], threads: int, malloc_tune: bool = True,
-                 name: str | None = None, root: str | None = None):
+                 name: str | None = None, root: str | None = None, env: dict | None = None):
         command = [sys.executable, "-m", module, "--worker", kind, "--threads", str(threads), *args]
         self.name = name or kind  # how the parent tells workers apart (two of one kind may differ in malloc)
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                        env=worker_env(threads, malloc_tune, root), cwd=root)
+                                        env={**worker_env(threads, malloc_tune, root), **(env or {})}, cwd=root)
         self.hello = self._read()  # the worker's first line: what it built
 
     def _read(self) -> dict:

@@ -140,6 +140,8 @@ class MinigradWorker:
         import minigrad
         from minigrad.optim import AdamW
 
+        _util.set_threads()
+
         self.mg = minigrad
         self.rss_after_import = _util.rss_mb()
         self.model = build_minigrad(cfg, gelu)
@@ -480,8 +482,9 @@ def measure(cfg: Config, contenders: list[str], args) -> dict:
         for name in contenders:
             kind, tuned = name.split("+")[0], not name.endswith("+untuned")
             root = args.baseline if name == "minigrad+baseline" else None
+            env = {"MINIGRAD_BACKEND": "numpy"} if name == "minigrad+numpy" else None
             workers.append(_util.Worker("benchmarks.train_step", kind, options, args.threads, tuned, name=name,
-                                        root=root))
+                                        root=root, env=env))
         steps = {w.name: [] for w in workers}
         for _ in range(args.steps):
             for w in workers:  # in turn: A, B, A, B, ...
@@ -523,6 +526,7 @@ def report(result: dict, show_census: bool) -> str:
         matmul_calls = measured[0]["matmul_calls"]
         dtypes = set(d for s in steps for d in s["dtypes"])
         label = info["label"] + {"minigrad+untuned": " (MINIGRAD_MALLOC_TUNE=0)",
+                                 "minigrad+numpy": " (MINIGRAD_BACKEND=numpy)",
                                  "minigrad+baseline": " (--baseline)"}.get(name, "")
         if dtypes != {"float32"}:
             label += f" [dtypes {sorted(dtypes)}!]"  # logits or loss not float32: an upcast somewhere
@@ -535,7 +539,8 @@ def report(result: dict, show_census: bool) -> str:
                      f"({info['rss_after_import_mb']:.0f} after import)"])
     lines.append(_util.markdown_table(headers, rows))
     lines.append(_util.load_note(*result["load_average"]))
-    for a, b in (("minigrad", "torch"), ("minigrad+untuned", "torch"), ("minigrad", "minigrad+untuned"),
+    for a, b in (("minigrad", "torch"), ("minigrad+numpy", "torch"), ("minigrad", "minigrad+numpy"),
+                 ("minigrad+untuned", "torch"), ("minigrad", "minigrad+untuned"),
                  ("minigrad+baseline", "torch"), ("minigrad", "minigrad+baseline"), ("minigrad", "handwritten"),
                  ("handwritten", "torch")):
         if a in medians and b in medians:
@@ -696,6 +701,8 @@ def parse_args(argv=None):
     p.add_argument("--gelu", default="tanh", choices=["tanh", "none"],
                    help="GELU form in both models (none = exact erf; about 10x slower than tanh in NumPy)")
     p.add_argument("--no-torch", action="store_true", help="minigrad only, even if torch is installed")
+    p.add_argument("--ab-backend", action="store_true",
+                   help="also run minigrad with MINIGRAD_BACKEND=numpy (the [fast] backend against the default)")
     p.add_argument("--ab-malloc", action="store_true",
                    help="add a third worker: minigrad without its malloc tuning (MINIGRAD_MALLOC_TUNE=0)")
     p.add_argument("--baseline", metavar="DIR",
@@ -740,7 +747,8 @@ def main(argv=None) -> None:
     if args.profile:
         profile(args)
         return
-    contenders = (["minigrad"] + (["minigrad+untuned"] if args.ab_malloc else [])
+    contenders = (["minigrad"] + (["minigrad+numpy"] if args.ab_backend else [])
+                  + (["minigrad+untuned"] if args.ab_malloc else [])
                   + (["minigrad+baseline"] if args.baseline else []) + (["handwritten"] if args.handwritten else []))
     if args.no_torch:
         note = "torch: skipped (--no-torch)"

@@ -1,4 +1,4 @@
-"""Helpers shared by the demos: the command line, finite differences, and saving pictures.
+"""Helpers shared by the demos: the command line, threads, finite differences, and saving pictures.
 
 Kept apart so each demo reads as the text it retells, without this plumbing.
 """
@@ -6,12 +6,15 @@ Kept apart so each demo reads as the text it retells, without this plumbing.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import sys
 from pathlib import Path
 
 import numpy as np
 
 import minigrad as mg
+from minigrad import runtime
 from minigrad.files import atomic_write
 
 
@@ -29,7 +32,21 @@ def parse_args(argv, demo: str, description: str, pictures: bool = True) -> argp
                             help="folder for the pictures (default: %(default)s)")
     if argv is None and in_notebook():
         argv = []
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    set_threads(say=False)
+    return args
+
+
+def set_threads(say: bool = True) -> runtime.ThreadChoice:
+    """Choose BLAS threads for this run (``minigrad.runtime.set_threads``: the cores other work leaves free).
+
+    ``say``: print one line with the choice and how to override it (the training demos do).
+    """
+    choice = runtime.set_threads()
+    if say:
+        count = "as the environment set" if choice.threads is None else f"{choice.threads}"
+        print(f"threads: {count} ({choice.reason}; MINIGRAD_THREADS=N to choose)")
+    return choice
 
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository
@@ -76,6 +93,33 @@ def check_model_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace,
             parser.error(f"--{name.replace('_', '-')} must be at least {least}")
     if args.d_model % args.n_head:
         parser.error(f"--d-model {args.d_model} must be divisible by --n-head {args.n_head}")
+
+
+@contextlib.contextmanager
+def counting_matmul_flops():
+    """Count the floating-point work of the matrix products run inside: ``with ... as count: ...; count[0]``.
+
+    A product of (..., m, k) and (k, n) arrays is 2 m k n flops (a multiply and
+    an add for each term), summed over the batch. Work counted this way is the
+    same on every run, however busy the machine is; seconds are not. Every
+    ``@`` of minigrad goes through the table's ``matmul`` op, whose forward is
+    wrapped here for the duration.
+    """
+    op = mg.OPS["matmul"]
+    plain_forward, count = op.forward, [0]
+
+    def counted(a, b, **params):
+        batch = math.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2])) if a.ndim > 2 or b.ndim > 2 else 1
+        m = a.shape[-2] if a.ndim > 1 else 1
+        n = b.shape[-1] if b.ndim > 1 else 1
+        count[0] += 2 * batch * m * a.shape[-1] * n
+        return plain_forward(a, b, **params)
+
+    op.forward = counted
+    try:
+        yield count
+    finally:
+        op.forward = plain_forward
 
 
 # --------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 #     python -m demos.forward_or_reverse [--out DIR]
 #
 # A lesson written as cells (`# %%`): open it in Jupyter or VS Code and run it
-# cell by cell, or run the whole file as above (about 5 seconds). Like a
+# cell by cell, or run the whole file as above (the README's lesson table has its time). Like a
 # notebook, the file does its work at the top level: it is meant to be run, not
 # imported.
 #
@@ -23,6 +23,9 @@
 # Set-up. The command line has two options: --out, the folder for the plot, and
 # --repeats, how many times each timing is taken (the fastest counts). In a
 # notebook the kernel adds arguments of its own, so unknown ones are ignored.
+# The timings run on one BLAS thread: on a machine busy with other work, a
+# thread pool that waits for a core makes one run ten times slower than the
+# next, and the fastest of a few single-threaded runs is the steady number.
 import argparse
 import time
 from pathlib import Path
@@ -30,18 +33,19 @@ from pathlib import Path
 import numpy as np
 
 import minigrad as mg
-from demos._common import out_folder, show
-from minigrad import nn
+from demos._common import counting_matmul_flops, out_folder, show
+from minigrad import nn, runtime
 from minigrad.nn import functional as F
 
 parser = argparse.ArgumentParser(prog="python -m demos.forward_or_reverse",
                                  description="Forward or reverse mode: when each one is cheaper.")
 parser.add_argument("--out", type=Path, default=out_folder("forward_or_reverse"),
                     help="folder for the plot (default: %(default)s)")
-parser.add_argument("--repeats", type=int, default=3, help="runs per timing; the fastest counts (default: 3)")
+parser.add_argument("--repeats", type=int, default=5, help="runs per timing; the fastest counts (default: 5)")
 args, _ = parser.parse_known_args()
 if args.repeats < 1:
     parser.error("--repeats must be at least 1")
+runtime.set_threads(1)  # (MINIGRAD_THREADS=N still overrides it)
 
 
 def central_differences(fn, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
@@ -96,7 +100,9 @@ print(f"The same Jacobian against central finite differences (each x_j perturbed
 #
 # First, what one of each costs compared with a forward pass, on
 # F(X) = tanh(X W1) W2 with X, W1 and W2 all 256 x 256: big enough that the
-# arithmetic, not Python, sets the time.
+# arithmetic, not Python, sets the time. Two measures: seconds (the fastest of
+# a few runs), and the work done, counted as the flops of the matrix products
+# (``counting_matmul_flops``), which no other program on the machine can change.
 
 
 # %%
@@ -119,17 +125,28 @@ def big_map(X):
     return (X @ W1).tanh() @ W2
 
 
+def flops(fn) -> int:
+    """The flops of the matrix products one call of ``fn`` runs."""
+    with counting_matmul_flops() as count:
+        fn()
+    return count[0]
+
+
 X_big, T_big, U_big = (mg.tensor(rng.standard_normal((N, N))) for _ in range(3))
-forward_time = best_time(lambda: big_map(X_big.detach().requires_grad_()))  # recorded, as both need
-vjp_time = best_time(lambda: mg.vjp(big_map, X_big)[1](U_big))
-jvp_time = best_time(lambda: mg.jvp(big_map, X_big, T_big))
 _, push = mg.linearize(big_map, X_big)
-push_time = best_time(lambda: push(T_big))
-print(f"One forward pass of F (graph recorded): {forward_time * 1e3:.1f} ms (best of {args.repeats})")
-print(f"One vjp (forward, then a backward pass): {vjp_time / forward_time:.1f}x that forward pass")
-print(f"One jvp (forward, recorded backward, backward of the backward): {jvp_time / forward_time:.1f}x it")
-print(f"One more tangent through mg.linearize (only the backward of the backward): "
-      f"{push_time / forward_time:.1f}x it")
+costs = {  # name -> (what it does, the call)
+    "forward": ("One forward pass of F (graph recorded)", lambda: big_map(X_big.detach().requires_grad_())),
+    "vjp": ("One vjp (forward, then a backward pass)", lambda: mg.vjp(big_map, X_big)[1](U_big)),
+    "jvp": ("One jvp (forward, recorded backward, backward of the backward)", lambda: mg.jvp(big_map, X_big, T_big)),
+    "push": ("One more tangent through mg.linearize (only the backward of the backward)", lambda: push(T_big)),
+}
+work = {name: flops(fn) for name, (_, fn) in costs.items()}
+seconds = {name: best_time(fn) for name, (_, fn) in costs.items()}
+print(f"One forward pass of F: {work['forward'] / 1e6:.0f} Mflop of matrix products, "
+      f"{seconds['forward'] * 1e3:.1f} ms (best of {args.repeats}, one thread)")
+for name in ("vjp", "jvp", "push"):
+    print(f"{costs[name][0]}: {work[name] / work['forward']:.1f}x its work, "
+          f"{seconds[name] / seconds['forward']:.1f}x its time")
 
 
 def wide_map(n: int, m: int, hidden: int = 256, seed: int = 1):
@@ -318,7 +335,7 @@ print(f"Forward-mode d h_5 / d h_0 against central finite differences (each h_0 
 # * Reverse mode pays per output, forward mode per input: a loss (m = 1) wants
 #   reverse mode, a single direction through many outputs wants forward mode.
 # * Built by double backward, one jvp from scratch costs more than one vjp (the
-#   timings in section 2). A whole Jacobian hides most of that: forward mode
+#   work and timings in section 2). A whole Jacobian hides most of that: forward mode
 #   records the backward pass once and then each column is only a backward of
 #   the backward, about what a pull costs, so the crossing sits near m = n.
 # * Hessian-vector products are cheap; Hessians are n of them.

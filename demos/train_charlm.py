@@ -90,7 +90,7 @@ import numpy as np
 
 import minigrad as mg
 from demos import charlm_data as data
-from demos._common import pyplot, save_figure
+from demos._common import pyplot, save_figure, set_threads
 from minigrad import io, optim, runtime
 from minigrad.files import atomic_write
 from models.tokenizer import BPETokenizer, CharTokenizer, TokenizerError, load_tokenizer
@@ -738,6 +738,7 @@ def main(argv: list[str] | None = None) -> dict:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     runtime.tune_malloc()  # a training loop: keep its freed arrays in the process (minigrad/runtime.py)
+    set_threads()  # BLAS threads: the cores other work leaves free (demos/_common.py)
     try:
         if args.stop_after is not None and args.stop_after < 1:
             raise UsageError(f"--stop-after must be at least 1, got {args.stop_after}")

@@ -39,6 +39,7 @@ from .autograd import (
     linearize,
     vjp,
 )
+from .kernels.backend import backend
 from .modes import composite_mode, enable_grad, is_composite_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .ops import OPS
 from .rng import manual_seed
@@ -95,7 +96,7 @@ def einsum(subscripts: str, *operands) -> Tensor:
 
 
 __all__ = [
-    "OPS", "AnomalyError", "GradcheckError", "OpError", "Tensor", "VJPError", "arange", "backward", "cat",
+    "OPS", "AnomalyError", "GradcheckError", "OpError", "Tensor", "VJPError", "arange", "backend", "backward", "cat",
     "composite_mode", "concatenate", "detect_anomaly", "einsum", "enable_grad", "fused", "grad", "gradcheck",
     "gradgradcheck", "hessian", "hvp", "is_composite_mode", "is_grad_enabled", "jacobian", "jvp", "kernels",
     "linearize", "manual_seed", "maximum", "minimum", "no_grad", "ones", "ones_like", "ops", "randn",

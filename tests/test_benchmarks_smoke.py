@@ -246,3 +246,35 @@ def test_train_step_handwritten_against_torch():
     table_row(out, "torch")
     assert re.search(r"handwritten / torch: [\d.]+x by median step", out)
     assert "minigrad / handwritten:" in out and "minigrad / torch:" in out
+
+
+def run_plain(module: str, *args: str) -> str:
+    """``python -m module args`` with no thread setting: these scripts measure the thread policy itself."""
+    env = {k: v for k, v in os.environ.items() if k not in _util.THREAD_VARIABLES and k != "MINIGRAD_THREADS"}
+    done = subprocess.run([sys.executable, "-m", module, *args], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"{module} {args} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def test_threads_benchmark_runs_beside_a_load_that_stops_by_itself():
+    from benchmarks import threads
+
+    load = threads.start_load(1, 0.2)
+    assert all(p.wait(timeout=30) == 0 for p in load)  # the busy process ended on its own
+    out = run_plain("benchmarks.threads", "--busy", "1", "--rounds", "1", "--steps", "3", "--load-seconds", "30")
+    row = find_row(out, "1")
+    assert row is not None and len(row) == 7, out
+    for cell in row[1:4]:  # default, 1 thread, all cores: "tok/s (min-max)"
+        assert float(cell.split()[0].replace(",", "")) > 0
+    assert float(row[4]) > 0 and "(" in row[5]
+
+
+def test_lesson_times_reports_wall_time_machine_and_load():
+    out = run_plain("benchmarks.lesson_times", "--only", "quickstart,gpt", "--steps", "3")
+    assert "machine:" in out
+    lesson = find_row(out, "python -m demos.quickstart")
+    assert lesson is not None and lesson[1].endswith(" s") and float(lesson[1].split()[0]) > 0
+    charlm = find_row(out, "python -m demos.train_charlm (GPT)")
+    assert charlm is not None and "(estimated)" in charlm[1] and "3 of 1600 steps" in charlm[2]
+    assert float(charlm[3]) >= 0 and "/" in charlm[4] and charlm[5] != "(not printed)"

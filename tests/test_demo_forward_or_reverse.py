@@ -65,6 +65,21 @@ def test_crossing_is_interpolated_on_log_axes(lesson):
                    for line in lesson["printed_lines"])
 
 
+def test_work_is_counted_in_flops_and_timed_on_one_thread(lesson):
+    """The work counts are the same on every run, busy machine or not: those are asserted, never the seconds."""
+    n, work = lesson["N"], lesson["work"]
+    assert work["forward"] == 2 * (2 * n ** 3)  # two (256, 256) @ (256, 256) products
+    assert work["vjp"] >= 2 * work["forward"]  # the forward again, then at least one product per forward product
+    assert work["jvp"] > work["vjp"]  # a jvp is a vjp plus the backward of the backward
+    assert work["push"] < work["jvp"]  # linearize's push skips the forward and the recorded backward
+    assert all(t > 0 for t in lesson["seconds"].values())
+    for name in ("vjp", "jvp", "push"):
+        line = line_starting(lesson["printed_lines"], lesson["costs"][name][0])
+        assert f"{work[name] / work['forward']:.1f}x its work" in line
+    choice = lesson["runtime"].thread_choice()
+    assert choice.threads == 1 or choice.threads is None or "MINIGRAD_THREADS" in choice.reason  # (env wins)
+
+
 def test_hvp_matches_finite_differences_of_gradients_and_forward_over_reverse(lesson):
     assert lesson["n_params"] == 8 * 2 + 8 + 8 + 1
     assert lesson["hvp_fd_error"] < 1e-7
@@ -124,4 +139,4 @@ def test_opens_as_cells_that_run_in_a_notebook_kernel(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "argv", ["ipykernel_launcher.py", "-f", "/tmp/kernel.json", "--out", str(tmp_path)])
     namespace = {"__name__": "__main__"}  # as in a notebook: no module docstring, no __file__
     exec(compile(cells[1], "<cell 1>", "exec"), namespace)  # (cell 0 is the prose)
-    assert namespace["args"].out == tmp_path and namespace["args"].repeats == 3
+    assert namespace["args"].out == tmp_path and namespace["args"].repeats == 5

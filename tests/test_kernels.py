@@ -139,7 +139,31 @@ TESTED = set()
 def covers(*names):
     """Mark a test as the differential test of these kernels (checked against KERNELS at the end)."""
     TESTED.update(names)
-    return lambda fn: fn
+
+    def mark(fn):
+        fn.covers = names
+        return fn
+
+    return mark
+
+
+@pytest.fixture(params=["numpy", "compiled"], autouse=True)
+def form(request, monkeypatch):
+    """Each kernel test runs twice: on the NumPy forms, and on the [fast] backend's compiled forms.
+
+    The compiled run puts each covered kernel's compiled form where the test
+    reads ``.fast``; it is skipped when none of them has one (no [fast] extra,
+    MINIGRAD_BACKEND=numpy, or a kernel the backend leaves to NumPy).
+    """
+    if request.param == "compiled":
+        names = getattr(request.function, "covers", ())
+        compiled = [name for name in names if KERNELS[name].compiled is not None]
+        if not compiled:
+            why = mg.backend()["why"] if mg.backend()["backend"] == "numpy" else "no compiled form"
+            pytest.skip(f"compiled forms of {', '.join(names) or 'no kernel'}: {why}")
+        for name in compiled:
+            monkeypatch.setattr(KERNELS[name], "fast", KERNELS[name].compiled)
+    return request.param
 
 
 # --------------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ added here:
 * a freed node keeps a small record of its structure (``FreedNode``), without
   its arrays, so ``viz`` can still draw the graph after ``backward()``;
 * what each VJP returns is checked where it is used: one gradient per input,
-  each a Tensor (or None) of the input's shape or one it broadcasts to; a VJP
+  each a Tensor (or None) of the input's shape or one it broadcasts to (for the
+  inputs that require grad: a constant's gradient is dropped unread); a VJP
   that breaks this, or calls NumPy on Tensors, is a ``VJPError`` naming the op;
 * under ``detect_anomaly()`` (``anomaly.py``) every gradient is checked for
   NaN/Inf, and the op and the user's line that made it are named.
@@ -38,7 +39,7 @@ from ..modes import edits, set_grad_enabled, state
 from ..tensor import OpError, Tensor
 from .anomaly import check_backward
 from .arguments import one_per_output, tensors_given
-from .freed import record_of, remember_inputs
+from .freed import remember_inputs
 from .vjp_checks import check_grad, one_per_input, vjp_failure
 
 _FREED = ("backward: this graph was already freed by an earlier backward(). Call backward(retain_graph=True) "
@@ -200,7 +201,7 @@ def _call_vjp(t: Tensor, g: Tensor) -> tuple:
 
 def _free(t: Tensor) -> None:
     """Drop what ``t``'s node holds for backward, so the arrays its inputs hold can go; keep its structure."""
-    record_of(t).inputs = tuple(record_of(x) for x in t._inputs)  # (= remember_inputs(t), inline: every node)
+    remember_inputs(t)
     t._inputs = None
     t._params = None
     t._saved = None
@@ -225,13 +226,15 @@ def _input_grads(t: Tensor, g: Tensor) -> list[tuple[Tensor, Tensor]]:
     for i, (x, gx) in enumerate(zip(t._inputs, _call_vjp(t, g))):
         if gx is None:
             continue
-        if type(gx) is not Tensor or gx.shape != x.shape:  # (a broadcast gradient, or a broken VJP)
-            check_grad(t, i, x, gx)
-            if x.requires_grad and gx.shape != x.shape:
-                gx = _sum_to(gx, x.shape)
-        if not x.requires_grad:
+        if type(gx) is not Tensor or gx.data.shape != x.data.shape:  # (broadcast, or a broken VJP)
+            check_grad(t, i, x, gx)  # also for a constant's: a broken VJP is broken whatever needs a gradient
+            if not x.requires_grad:
+                continue
+            if gx.data.shape != x.data.shape:
+                gx = _sum_to(gx, x.data.shape)
+        elif not x.requires_grad:
             continue
-        if gx.data.dtype != x.data.dtype:
+        if gx.data.dtype is not x.data.dtype and gx.data.dtype != x.data.dtype:  # (`is`: dtypes are shared)
             gx = gx.astype(x.dtype)
         pairs.append((x, gx))
     return pairs

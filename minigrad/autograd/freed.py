@@ -55,7 +55,12 @@ class FreedNode:
     records of the inputs. The tensor itself is held only by a weak reference,
     so the record keeps no array alive; ``viz`` draws the structure from it and
     the data wherever the tensor still lives (leaves, parameters, tensors the
-    user kept). A one-element tensor's value is kept, as a Python number.
+    user kept). A one-element tensor's value is kept (its one-element array,
+    read as a Python number only when ``value`` is asked for).
+
+    A constant of up to four numbers (the 2 in ``x * 2``) gets a
+    ``ConstantRecord`` instead, which holds the constant itself: as small as a
+    record, and quicker to make.
 
     A tensor's record is made once and kept in its ``_record`` slot, so a tensor
     used by two ops is one record. Nodes backward did not run (no gradient
@@ -66,7 +71,7 @@ class FreedNode:
     """
 
     __slots__ = ("tensor", "op", "params", "inputs", "shape", "dtype", "name", "scope", "requires_grad",
-                 "vjp_depth", "value")
+                 "vjp_depth", "_one")
 
     def __init__(self, t: Tensor):
         # Backward makes one of these per node, so it is kept cheap: no copies, no property calls.
@@ -81,7 +86,34 @@ class FreedNode:
         self.scope = t._scope
         self.requires_grad = t.requires_grad
         self.vjp_depth = t._vjp_depth
-        self.value = data.item() if data.size == 1 else None
+        # A one-element array (owning its memory: a view would keep its base alive), read when drawn.
+        self._one = None if data.size != 1 else data if data.base is None else data.copy()
+
+    @property
+    def value(self):
+        """The tensor's value as a Python number, for a one-element tensor; else None."""
+        return None if self._one is None else self._one.item()
+
+
+class ConstantRecord(FreedNode):
+    """The record of a constant of a few numbers (no graph, no gradient): the constant itself, read through."""
+
+    __slots__ = ("_constant",)
+    op = params = inputs = None
+
+    def __init__(self, t: Tensor):
+        self._constant = t
+
+    def tensor(self) -> Tensor:
+        return self._constant
+
+    shape = property(lambda self: self._constant.data.shape)
+    dtype = property(lambda self: self._constant.data.dtype)
+    name = property(lambda self: self._constant.name)
+    scope = property(lambda self: self._constant._scope)
+    requires_grad = property(lambda self: self._constant.requires_grad)
+    vjp_depth = property(lambda self: self._constant._vjp_depth)
+    value = property(lambda self: self._constant.data.item() if self._constant.data.size == 1 else None)
 
 
 def record_of(t: Tensor) -> FreedNode:
@@ -93,5 +125,10 @@ def record_of(t: Tensor) -> FreedNode:
 
 
 def remember_inputs(t: Tensor) -> None:
-    """Write the records of ``t``'s inputs into ``t``'s record, so its branch can be drawn once ``t`` is gone."""
-    record_of(t).inputs = tuple(record_of(x) for x in t._inputs)
+    """Write the records of ``t``'s inputs into ``t``'s record, so its branch can be drawn once ``t`` is gone.
+
+    A constant of a few numbers (``x * 0.5``'s 0.5) is kept as itself (``ConstantRecord``): cheaper than a
+    record, and it holds no array worth freeing.
+    """
+    record_of(t).inputs = tuple([record_of(x) if x.requires_grad or x.data.size > 4 else ConstantRecord(x)
+                                 for x in t._inputs])

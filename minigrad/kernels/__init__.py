@@ -1,5 +1,8 @@
 """Fast NumPy for the few forwards a training step spends its time in: the speed appendix.
 
+(The optional [fast] backend adds a third, compiled form to some kernels: see
+``backend.py`` in this package. Without it, this file is all there is.)
+
 Nothing here knows about Tensors or gradients. Each kernel computes exactly what
 a plain NumPy expression computes, only faster, and says so twice: in its
 docstring, and as runnable code, the ``plain`` function handed to ``@kernel``.
@@ -30,22 +33,26 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .modes import state
+from ..modes import state
 
-KERNELS: dict[str, Callable] = {}  # name -> kernel; each has .fast and .plain (the tests walk this)
+KERNELS: dict[str, Callable] = {}  # name -> kernel; each has .fast, .plain, .compiled, .active (the tests walk this)
 
 
 def kernel(plain: Callable):
-    """Register a fast function as the kernel for ``plain``; composite mode runs ``plain`` instead."""
+    """Register a fast function as the kernel for ``plain``; composite mode runs ``plain`` instead.
+
+    The kernel runs ``.active``: its NumPy form ``.fast``, or the compiled form
+    ``.compiled`` the [fast] backend gave it (``backend.py``; None without one).
+    """
 
     def register(fast: Callable) -> Callable:
         @functools.wraps(fast)
         def run(*args, **kwargs):
             if state.composite:
                 return plain(*args, **kwargs)
-            return fast(*args, **kwargs)
+            return run.active(*args, **kwargs)
 
-        run.fast, run.plain = fast, plain
+        run.fast, run.plain, run.compiled, run.active = fast, plain, None, fast
         KERNELS[fast.__name__] = run
         return run
 
@@ -667,3 +674,12 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
         return out * weight
     out *= weight
     return out
+
+
+# --------------------------------------------------------------------------------------
+# The optional compiled forms ([fast]: numba, MKL), when installed and not switched off
+# --------------------------------------------------------------------------------------
+
+from . import backend  # noqa: E402  (after the kernels it gives forms to)
+
+backend.select()

@@ -1,0 +1,83 @@
+"""Which form each kernel runs: its NumPy form, or the optional [fast] backend's compiled one.
+
+``pip install -e '.[fast]'`` adds numba (and, on x86-64 Linux, Intel MKL).
+When they are installed, importing ``minigrad.kernels`` gives some kernels a
+third form beside their NumPy and plain ones:
+
+* ``numba_forms.py``: compiled, multi-core loops for the elementwise passes
+  (GELU and its gradient, layer norm and its gradient, softmax and its
+  gradient, attention's softmax);
+* ``mkl_blas.py``: MKL's GEMMs for float32 matrix products and linear layers.
+
+Each compiled form computes what the kernel's plain form computes (the
+tests hold it to that on the same generated inputs as the NumPy form) and
+hands anything it does not handle (float64, strided views, other axes) to the
+NumPy form. ``MINIGRAD_BACKEND=numpy`` switches the backend off;
+``MINIGRAD_BACKEND=fast`` makes a missing extra an error instead of a silent
+fallback. ``minigrad.backend()`` says what was chosen, with which BLAS and
+which thread pools. Without the extra nothing here imports numba or MKL.
+
+Threads: numba's pool and MKL's both run on the one OpenMP runtime
+(GNU's libgomp; ``MKL_THREADING_LAYER=GNU``): two OpenMP runtimes spinning on
+the same cores slow each other down badly. ``minigrad.runtime.set_threads``
+sizes them and pins NumPy's OpenBLAS, which then does only small products,
+to one thread.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+CHOICES = ("auto", "numpy", "fast")
+_chosen = {"kernels": "numpy", "blas": "numpy", "why": "not selected yet"}
+
+
+def _requested() -> str:
+    value = os.environ.get("MINIGRAD_BACKEND", "auto").strip().lower() or "auto"
+    if value not in CHOICES:
+        raise ValueError(f"MINIGRAD_BACKEND must be one of {', '.join(CHOICES)}, got {value!r}")
+    return value
+
+
+def select() -> None:
+    """Give the kernels their compiled forms if the [fast] extra is installed and not switched off."""
+    from . import KERNELS
+
+    requested = _requested()
+    if requested == "numpy":
+        _chosen.update(why="MINIGRAD_BACKEND=numpy")
+        return
+    if importlib.util.find_spec("numba") is None:
+        if requested == "fast":
+            raise ImportError("MINIGRAD_BACKEND=fast, but numba is not installed: pip install -e '.[fast]'")
+        _chosen.update(why="the [fast] extra is not installed (pip install -e '.[fast]')")
+        return
+    from .. import runtime
+
+    mkl_path = runtime.prepare_fast_backend()  # one OpenMP runtime for numba and MKL, before either loads
+    from . import numba_forms
+
+    numba_forms.install(KERNELS)
+    _chosen.update(kernels="numba", why=f"the [fast] extra is installed (MINIGRAD_BACKEND={requested})")
+    if mkl_path is not None:
+        from . import mkl_blas
+
+        mkl_blas.load(mkl_path)
+        mkl_blas.install(KERNELS)
+        _chosen.update(blas=f"mkl ({mkl_path})")
+
+
+def backend() -> dict:
+    """What the kernels run on: which kernels have a compiled form, which BLAS, which thread pools.
+
+    ``{"kernels": {name: "numba" | "mkl" | "numpy"}, "backend": "numpy" | "numba",
+    "gemm": "numpy" | "mkl (...)", "why": ..., "threads": the last ``set_threads``
+    choice, "thread_pools": threadpoolctl's view of the loaded pools, plus numba's}``
+    """
+    from .. import runtime
+    from . import KERNELS
+
+    forms = {name: getattr(k.active, "backend", "numpy") for name, k in KERNELS.items()}
+    return {"backend": _chosen["kernels"], "gemm": _chosen["blas"], "why": _chosen["why"], "kernels": forms,
+            "threads": runtime.thread_choice(), "thread_pools": runtime.thread_pools()}

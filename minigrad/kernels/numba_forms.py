@@ -1,0 +1,365 @@
+"""The [fast] backend's compiled forms of the elementwise kernels: numba loops, parallel over rows.
+
+Loaded by ``backend.py`` only when numba is installed (``pip install -e '.[fast]'``)
+and ``MINIGRAD_BACKEND`` is not ``numpy``. Each function here is a third form
+of a kernel of ``kernels/__init__.py``, computing what its plain form computes;
+``tests/test_kernels.py`` holds it to the plain form on the same generated
+inputs as the NumPy form. Each handles float32 arrays whose rows are
+contiguous (what a training step hands it) and passes anything else to the
+kernel's NumPy form.
+
+Why it is faster: NumPy makes one pass over memory per operation of a
+formula, each writing a fresh array; a compiled loop does the whole formula
+per element, in registers, on every core (``prange``).
+
+numba's own ``exp`` and ``tanh`` call the C library one element at a time
+(PyPI's numba has no vector math library), slower than NumPy's SIMD loops.
+``_exp32`` below is written so LLVM vectorises it: exp(x) = 2^n * exp(r) with
+n = round(x / ln 2) and |r| <= ln(2) / 2, exp(r) by its Taylor polynomial to
+r^7 (error under 1e-9, so under 2 ulps after rounding), and 2^n made by
+writing n into a float's exponent bits. Results below the smallest normal
+float32 (x < -87.34) are flushed to 0: arithmetic on subnormal numbers is many
+times slower, and a masked attention score (-inf) is half of a causal matrix.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from numba import prange
+from numba.core import types
+from numba.extending import intrinsic
+
+_F32 = np.float32
+_LOG2E = _F32(1.4426950408889634)
+_LN2_HI = _F32(0.693145751953125)  # ln 2 split in two, so n * _LN2_HI is exact for |n| < 2^12
+_LN2_LO = _F32(1.428606765330187e-06)
+_SQRT_2_OVER_PI = _F32(math.sqrt(2.0 / math.pi))
+_GELU_CUBIC = _F32(0.044715)
+_INV_SQRT_2PI = _F32(1.0 / math.sqrt(2.0 * math.pi))
+
+jit = numba.njit(cache=True, fastmath=False, error_model="numpy")
+pjit = numba.njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
+
+
+@intrinsic
+def _bits_to_float32(typingctx, bits):
+    """The float32 whose bit pattern is the int32 ``bits`` (an LLVM bitcast: free, and vectorisable)."""
+    sig = types.float32(types.int32)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float32))
+
+    return sig, codegen
+
+
+@numba.njit(inline="always", cache=True, error_model="numpy")
+def _exp32(x):
+    """exp(x) in float32, within 2 ulps, for results that are normal floats; exp(inf) = inf, NaN stays NaN.
+
+    Results below float32's smallest normal number (x < -87.34) are 0: arithmetic on
+    subnormal numbers is many times slower (a masked attention score is -inf, half of
+    each causal matrix), and a weight or a gate of 1e-38 counts for nothing anyway.
+    """
+    c = min(max(x, _F32(-87.33654)), _F32(88.72283))  # beyond these, 0 and inf (NaN: handled below)
+    n = np.float32(np.rint(c * _LOG2E))
+    r = (c - n * _LN2_HI) - n * _LN2_LO
+    p = _F32(1.0 / 5040)
+    p = p * r + _F32(1.0 / 720)
+    p = p * r + _F32(1.0 / 120)
+    p = p * r + _F32(1.0 / 24)
+    p = p * r + _F32(1.0 / 6)
+    p = p * r + _F32(0.5)
+    p = p * r + _F32(1.0)
+    p = p * r + _F32(1.0)
+    k = np.int32(n)
+    half = k // 2  # 2^n as 2^half * 2^(n - half): n runs from -126 to 128, each factor stays a normal float
+    out = p * _bits_to_float32((half + 127) << 23) * _bits_to_float32((k - half + 127) << 23)
+    if x > _F32(88.72283):
+        out = _F32(np.inf)
+    if x < _F32(-87.33654):
+        out = _F32(0.0)
+    if x != x:
+        out = x
+    return out
+
+
+@numba.njit(inline="always", cache=True, error_model="numpy")
+def _tanh32(u):
+    """tanh(u) from one exp: (1 - t) / (1 + t) with t = exp(-2|u|), the sign put back."""
+    t = _exp32(_F32(-2.0) * abs(u))
+    out = (_F32(1.0) - t) / (_F32(1.0) + t)
+    return out if u >= 0 else -out
+
+
+# --------------------------------------------------------------------------------------
+# Sums over a row, in any order: ``reassoc`` lets LLVM vectorise them. (A function of its
+# own, so that only these additions may be reordered: never exp's range reduction.)
+# --------------------------------------------------------------------------------------
+
+_sum_jit = numba.njit(cache=True, error_model="numpy", fastmath={"reassoc"})
+
+
+@_sum_jit
+def _row_total(a, r):
+    """sum of a[r, :] in float64."""
+    total = np.float64(0.0)
+    for j in range(a.shape[1]):
+        total += np.float64(a[r, j])
+    return total
+
+
+@_sum_jit
+def _row_dot(a, b, r):
+    """sum of a[r, :] * b[r, :] in float64."""
+    total = np.float64(0.0)
+    for j in range(a.shape[1]):
+        total += np.float64(a[r, j]) * np.float64(b[r, j])
+    return total
+
+
+@_sum_jit
+def _row_dot_weighted(g, w, xhat, r):
+    """(sum of g[r] * w, sum of g[r] * w * xhat[r]) in float64."""
+    sum_v = np.float64(0.0)
+    sum_vx = np.float64(0.0)
+    for j in range(g.shape[1]):
+        v = np.float64(g[r, j] * w[j])
+        sum_v += v
+        sum_vx += v * np.float64(xhat[r, j])
+    return sum_v, sum_vx
+
+
+# --------------------------------------------------------------------------------------
+# GELU: one flat loop per formula (a flat prange is what LLVM vectorises)
+# --------------------------------------------------------------------------------------
+
+
+@pjit
+def _gelu_tanh(x, out, gate):
+    for i in prange(x.size):
+        v = x[i]
+        s = _F32(0.5) * (_F32(1.0) + _tanh32(_SQRT_2_OVER_PI * (v + _GELU_CUBIC * v * v * v)))
+        gate[i] = s
+        out[i] = v * s
+
+
+@pjit
+def _gelu_tanh_grad(x, g, gate, out):
+    for i in prange(x.size):
+        v, s = x[i], gate[i]
+        du = _SQRT_2_OVER_PI * (_F32(1.0) + _F32(3.0) * _GELU_CUBIC * v * v)
+        out[i] = g[i] * s * (_F32(1.0) + _F32(2.0) * v * du * (_F32(1.0) - s))
+
+
+@pjit
+def _gelu_erf_grad(x, g, gate, out):
+    for i in prange(x.size):
+        v = x[i]
+        out[i] = g[i] * (gate[i] + v * _exp32(_F32(-0.5) * v * v) * _INV_SQRT_2PI)
+
+
+# --------------------------------------------------------------------------------------
+# Softmax over rows
+# --------------------------------------------------------------------------------------
+
+
+@pjit
+def _softmax_rows(x, out, scale):
+    """out[r] = softmax(x[r] * scale) with the plain form's shift: the row max, 0 for an all -inf or NaN max."""
+    rows, n = x.shape
+    for r in prange(rows):
+        m = _F32(-np.inf)
+        nan = False
+        for j in range(n):
+            v = x[r, j] * scale
+            nan |= v != v
+            m = v if v > m else m
+        if nan or m == -np.inf:
+            m = _F32(0.0)
+        for j in range(n):
+            out[r, j] = _exp32(x[r, j] * scale - m)
+        total = np.float32(_row_total(out, r))
+        if total == 0:
+            total = _F32(1.0)
+        for j in range(n):
+            out[r, j] = out[r, j] / total
+
+
+@pjit
+def _softmax_rows_biased(x, bias, out, scale):
+    """out[r] = softmax(x[r] * scale + bias[r % len(bias)]), shifted as ``_softmax_rows`` shifts."""
+    rows, n = x.shape
+    bias_rows = bias.shape[0]
+    for r in prange(rows):
+        b = r % bias_rows
+        m = _F32(-np.inf)
+        nan = False
+        for j in range(n):
+            v = x[r, j] * scale + bias[b, j]
+            nan |= v != v
+            m = v if v > m else m
+        if nan or m == -np.inf:
+            m = _F32(0.0)
+        for j in range(n):
+            out[r, j] = _exp32(x[r, j] * scale + bias[b, j] - m)
+        total = np.float32(_row_total(out, r))
+        if total == 0:
+            total = _F32(1.0)
+        for j in range(n):
+            out[r, j] = out[r, j] / total
+
+
+@pjit
+def _softmax_grad_rows(out, g, grad, scale):
+    rows, n = out.shape
+    for r in prange(rows):
+        d = np.float32(_row_dot(g, out, r))
+        for j in range(n):
+            grad[r, j] = scale * out[r, j] * (g[r, j] - d)
+
+
+# --------------------------------------------------------------------------------------
+# Layer norm
+# --------------------------------------------------------------------------------------
+
+
+@pjit
+def _standardise_rows(x, eps, xhat, rstd):
+    rows, n = x.shape
+    for r in prange(rows):
+        mean = np.float32(_row_total(x, r) / n)
+        for j in range(n):
+            xhat[r, j] = x[r, j] - mean
+        s = np.float32(1.0) / np.sqrt(np.float32(_row_dot(xhat, xhat, r) / n) + eps)
+        rstd[r, 0] = s
+        for j in range(n):
+            xhat[r, j] = xhat[r, j] * s
+
+
+@pjit
+def _layer_norm_grad_rows(g, xhat, rstd, weight, out):
+    rows, n = g.shape
+    for r in prange(rows):
+        sum_v, sum_vx = _row_dot_weighted(g, weight, xhat, r)
+        mean_v = np.float32(sum_v / n)
+        mean_vx = np.float32(sum_vx / n)
+        s = rstd[r, 0]
+        for j in range(n):
+            out[r, j] = s * (g[r, j] * weight[j] - mean_v - xhat[r, j] * mean_vx)
+
+
+# --------------------------------------------------------------------------------------
+# The forms the kernels run: each takes the kernel's arguments, and hands what it
+# does not handle (float64, strided views, other axes, empty arrays) to the NumPy form
+# --------------------------------------------------------------------------------------
+
+
+def _ok(*arrays) -> bool:
+    """float32, C-ordered, not empty, at least 1-D: what the loops above are written for."""
+    for a in arrays:
+        if not (isinstance(a, np.ndarray) and a.dtype == _F32 and a.ndim >= 1 and a.size and a.flags.c_contiguous):
+            return False
+    return True
+
+
+def _last_axis(axis, ndim: int) -> bool:
+    return isinstance(axis, int | np.integer) and not isinstance(axis, bool) and axis in (-1, ndim - 1)
+
+
+def _rows(a: np.ndarray) -> np.ndarray:
+    return a.reshape(-1, a.shape[-1])
+
+
+def make_forms(numpy_forms: dict) -> dict:
+    """The compiled form of each kernel that has one, falling back to ``numpy_forms[name]``."""
+    fallback = numpy_forms.__getitem__
+
+    def gelu(x, approximate="none"):
+        if approximate != "tanh" or not _ok(x):
+            return fallback("gelu")(x, approximate)
+        out, gate = np.empty_like(x), np.empty_like(x)
+        _gelu_tanh(x.reshape(-1), out.reshape(-1), gate.reshape(-1))
+        return out, gate
+
+    def gelu_gate(x, approximate="none"):
+        if approximate != "tanh" or not _ok(x):
+            return fallback("gelu_gate")(x, approximate)
+        out, gate = np.empty_like(x), np.empty_like(x)
+        _gelu_tanh(x.reshape(-1), out.reshape(-1), gate.reshape(-1))
+        return gate
+
+    def gelu_grad(x, g, gate, approximate="none"):
+        if not (_ok(x, g, gate) and g.shape == x.shape == gate.shape):
+            return fallback("gelu_grad")(x, g, gate, approximate)
+        out = np.empty_like(x)
+        loop = _gelu_tanh_grad if approximate == "tanh" else _gelu_erf_grad
+        loop(x.reshape(-1), g.reshape(-1), gate.reshape(-1), out.reshape(-1))
+        return out
+
+    def softmax(x, axis=-1):
+        if not (_ok(x) and _last_axis(axis, x.ndim)):
+            return fallback("softmax")(x, axis)
+        out = np.empty_like(x)
+        _softmax_rows(_rows(x), _rows(out), _F32(1.0))
+        return out
+
+    def softmax_grad(out, g, axis=-1, scale=1.0):
+        if not (_ok(out, g) and out.shape == g.shape and _last_axis(axis, out.ndim)):
+            return fallback("softmax_grad")(out, g, axis, scale)
+        grad = np.empty_like(out)
+        _softmax_grad_rows(_rows(out), _rows(g), _rows(grad), _F32(scale))
+        return grad
+
+    def attention_weights(q, k, bias=None, scale=1.0):
+        if not _ok(q, k) or (bias is not None and not (isinstance(bias, np.ndarray) and bias.dtype == _F32)):
+            return fallback("attention_weights")(q, k, bias, scale)
+        scores = q @ k.swapaxes(-1, -2)  # (..., Tq, Tk)
+        if not _ok(scores):
+            return fallback("attention_weights")(q, k, bias, scale)
+        weights = np.empty_like(scores)  # (written in place, LLVM cannot prove rows apart: 5x slower)
+        if bias is None:
+            _softmax_rows(_rows(scores), _rows(weights), _F32(scale))
+        elif bias.shape == scores.shape[-bias.ndim:] and bias.flags.c_contiguous and bias.size:
+            # a mask of the trailing axes, (Tq, Tk) or (H, Tq, Tk): repeats every bias.size elements
+            _softmax_rows_biased(_rows(scores), bias.reshape(-1, scores.shape[-1]), _rows(weights), _F32(scale))
+        else:
+            biased = scores * _F32(scale) + bias
+            if not _ok(biased):
+                return fallback("attention_weights")(q, k, bias, scale)
+            weights = np.empty_like(biased)
+            _softmax_rows(_rows(biased), _rows(weights), _F32(1.0))
+        return weights
+
+    def standardise(x, eps):
+        if not _ok(x):
+            return fallback("standardise")(x, eps)
+        xhat, rstd = np.empty_like(x), np.empty(x.shape[:-1] + (1,), _F32)
+        _standardise_rows(_rows(x), _F32(eps), _rows(xhat), _rows(rstd))
+        return xhat, rstd
+
+    def layer_norm_grad(g, xhat, rstd, weight=None):
+        n = xhat.shape[-1] if xhat.ndim else 0
+        w = np.ones(n, _F32) if weight is None else weight
+        if not (_ok(g, xhat, rstd, w) and g.shape == xhat.shape and rstd.shape == xhat.shape[:-1] + (1,)
+                and w.shape == (n,)):
+            return fallback("layer_norm_grad")(g, xhat, rstd, *(() if weight is None else (weight,)))
+        out = np.empty_like(xhat)
+        _layer_norm_grad_rows(_rows(g), _rows(xhat), _rows(rstd), w, _rows(out))
+        return out
+
+    return {"gelu": gelu, "gelu_gate": gelu_gate, "gelu_grad": gelu_grad, "softmax": softmax,
+            "softmax_grad": softmax_grad, "attention_weights": attention_weights, "standardise": standardise,
+            "layer_norm_grad": layer_norm_grad}
+
+
+def install(kernels: dict) -> None:
+    """Make each compiled form its kernel's ``.compiled`` and ``.active`` form."""
+    numpy_forms = {name: k.fast for name, k in kernels.items()}
+    for name, form in make_forms(numpy_forms).items():
+        form.__name__ = form.__qualname__ = name
+        form.__doc__ = f"{name}, compiled by numba where it can be (see {__name__}); else its NumPy form."
+        form.backend = "numba"
+        kernels[name].compiled = kernels[name].active = form
