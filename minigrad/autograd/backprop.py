@@ -17,8 +17,8 @@ added here:
 * a freed node keeps a small record of its structure (``FreedNode``), without
   its arrays, so ``viz`` can still draw the graph after ``backward()``;
 * what each VJP returns is checked where it is used: one gradient per input,
-  each a Tensor (or None) of the input's shape or one it broadcasts to (for the
-  inputs that require grad: a constant's gradient is dropped unread); a VJP
+  each a Tensor (or None) of the input's shape or one it broadcasts to (the
+  shape only for inputs that require grad: a constant's gradient is dropped); a VJP
   that breaks this, or calls NumPy on Tensors, is a ``VJPError`` naming the op;
 * under ``detect_anomaly()`` (``anomaly.py``) every gradient is checked for
   NaN/Inf, and the op and the user's line that made it are named.
@@ -243,12 +243,15 @@ def _run(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None
             if t._inputs is None:
                 raise RuntimeError(_FREED)
             for i, (x, gx) in enumerate(zip(t._inputs, _call_vjp(t, g))):
-                if gx is None or not x.requires_grad:  # (a constant's gradient is never used, so not checked)
+                if gx is None:
                     continue
-                if type(gx) is not Tensor or gx.data.shape != x.data.shape:  # (broadcast, or a broken VJP)
+                if type(gx) is not Tensor:  # (a broken VJP: check_grad says how)
                     check_grad(t, i, x, gx)
-                    if gx.data.shape != x.data.shape:
-                        gx = _sum_to(gx, x.data.shape)
+                if not x.requires_grad:  # (a constant's gradient is dropped unread: its shape is not checked)
+                    continue
+                if gx.data.shape != x.data.shape:  # (a broadcast gradient, or a broken VJP)
+                    check_grad(t, i, x, gx)
+                    gx = _sum_to(gx, x.data.shape)
                 if gx.data.dtype is not x.data.dtype and gx.data.dtype != x.data.dtype:  # (dtypes are shared)
                     # A gradient has its tensor's dtype (PyTorch's rule): a float32 weight met by float64
                     # data gets a float32 gradient, not a float64 one that would upcast it at the update.
