@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -115,7 +116,7 @@ def report(groups: list[dict]) -> str:
         medians = {name: _util.median(v) for name, v in g["results"].items()}
         cells = [f"{medians[name]:,.0f} ({min(v):,.0f}-{max(v):,.0f})" for name, v in g["results"].items()]
         best = max(medians[name] for name in names[1:])
-        picked = sorted(set(c.split(";")[0].replace("threads: ", "").replace("auto: 2 cores, ", "") + ")"
+        picked = sorted(set(re.sub(r"auto: \d+ cores, ", "", c.split(";")[0].replace("threads: ", "")) + ")"
                             for c in g["chosen"]))
         rows.append([str(g["busy"]), *cells, f"{medians['default'] / best:.2f}", "; ".join(picked),
                      f"{g['load'][0]:.1f} / {g['load'][1]:.1f}"])

@@ -11,13 +11,14 @@ Read the engine in this order (the README gives the line counts):
 
 ``modes.py`` holds the switches (``no_grad``, ``composite_mode``). The speed
 appendix: ``fused.py`` (fused primitives, each with its composite) and
-``kernels.py`` (fast NumPy, each with its plain form). Layers live in
+``kernels/`` (fast NumPy, each with its plain form; ``mg.backend()`` says
+which run the optional [fast] backend's compiled forms). Layers live in
 ``minigrad.nn``, optimizers in ``minigrad.optim``, graph drawing in
 ``minigrad.viz`` (which imports graphviz only when used), checkpoints in
-``minigrad.io``, the default random generator (``manual_seed``) in ``rng.py``,
-in-place updates (``w -= v`` under ``no_grad``) in ``inplace.py``, and
-``runtime.py`` has the process-wide settings an entry script may choose
-(malloc), which importing minigrad leaves alone.
+``minigrad.io``, in-place updates (``w -= v`` under ``no_grad``) in ``inplace.py``,
+and ``runtime.py`` has the process-wide settings an entry script may choose
+(the default random generator, BLAS threads, malloc), which importing minigrad
+leaves alone.
 """
 
 import numpy as np

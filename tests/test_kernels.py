@@ -1,7 +1,9 @@
 """Every speed kernel against the plain NumPy it states it equals, on generated inputs.
 
-``minigrad/kernels.py`` registers each kernel with its plain form (``KERNELS``;
-``k.fast`` and ``k.plain``). Hypothesis draws the inputs: ranks 0-4 (attention
+``minigrad/kernels/`` registers each kernel with its plain form (``KERNELS``;
+``k.fast`` and ``k.plain``, and ``k.compiled`` from the optional [fast] backend:
+every test runs on the NumPy forms and again on the compiled ones, skipped
+without the extra). Hypothesis draws the inputs: ranks 0-4 (attention
 unbatched too), sizes on both sides of every threshold (BLAS sums from 1024
 elements and for rows of 2-4096, ``blockwise``'s block of 65536), float32 and
 float64, C-ordered arrays and strided or transposed views, magnitudes from 1e-30

@@ -17,8 +17,8 @@ added here:
 * a freed node keeps a small record of its structure (``FreedNode``), without
   its arrays, so ``viz`` can still draw the graph after ``backward()``;
 * what each VJP returns is checked where it is used: one gradient per input,
-  each a Tensor (or None) of the input's shape or one it broadcasts to (for the
-  inputs that require grad: a constant's gradient is dropped unread); a VJP
+  each a Tensor (or None) of the input's shape or one it broadcasts to (the
+  shape only for inputs that require grad: a constant's gradient is dropped); a VJP
   that breaks this, or calls NumPy on Tensors, is a ``VJPError`` naming the op;
 * under ``detect_anomaly()`` (``anomaly.py``) every gradient is checked for
   NaN/Inf, and the op and the user's line that made it are named.

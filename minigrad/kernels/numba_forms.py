@@ -269,6 +269,11 @@ def _last_axis(axis, ndim: int) -> bool:
     return isinstance(axis, int | np.integer) and not isinstance(axis, bool) and axis in (-1, ndim - 1)
 
 
+def _packed(a):
+    """A float32 array C-ordered (copied once if it is a strided view, as the NumPy forms copy it); else as is."""
+    return np.ascontiguousarray(a) if isinstance(a, np.ndarray) and a.dtype == _F32 and a.ndim else a
+
+
 def _rows(a: np.ndarray) -> np.ndarray:
     return a.reshape(-1, a.shape[-1])
 
@@ -278,6 +283,7 @@ def make_forms(numpy_forms: dict) -> dict:
     fallback = numpy_forms.__getitem__
 
     def gelu(x, approximate="none"):
+        x = _packed(x)
         if approximate != "tanh" or not _ok(x):
             return fallback("gelu")(x, approximate)
         out, gate = np.empty_like(x), np.empty_like(x)
@@ -285,6 +291,7 @@ def make_forms(numpy_forms: dict) -> dict:
         return out, gate
 
     def gelu_gate(x, approximate="none"):
+        x = _packed(x)
         if approximate != "tanh" or not _ok(x):
             return fallback("gelu_gate")(x, approximate)
         out, gate = np.empty_like(x), np.empty_like(x)
@@ -292,6 +299,7 @@ def make_forms(numpy_forms: dict) -> dict:
         return gate
 
     def gelu_grad(x, g, gate, approximate="none"):
+        x, g, gate = _packed(x), _packed(g), _packed(gate)
         if not (_ok(x, g, gate) and g.shape == x.shape == gate.shape):
             return fallback("gelu_grad")(x, g, gate, approximate)
         out = np.empty_like(x)
