@@ -23,7 +23,7 @@ generator saved in the checkpoint and takes its share. So PyTorch's first
 batch is the batch minigrad's next step would have drawn (with dropout 0,
 whose masks would also draw from it), and its first loss equals the loss
 minigrad reports for that step (``--resume RUN --steps N+1``), to float32
-precision: tests/test_continue_in_pytorch.py checks exactly that with 2 CPU
+precision: tests/lessons/test_continue_in_pytorch.py checks exactly that with 2 CPU
 processes. DDP averages the gradients over the processes during the backward
 pass, so each update (and the clip, on the averaged gradient) is the one a
 single process would make on the whole global batch.

@@ -43,7 +43,7 @@ from .autograd import (
 from .kernels.backend import backend
 from .modes import composite_mode, enable_grad, is_composite_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .ops import OPS
-from .rng import manual_seed
+from .runtime import manual_seed
 from .tensor import OpError, Tensor, arange, ones, ones_like, randn, tensor, zeros, zeros_like
 
 # --------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ A transformer spends its step in a handful of functions: its projections,
 GELU, layer norm, attention's weights and the loss. Written as composites of
 the core ops in ``ops.py`` each of them is many graph nodes and many passes
 over memory, and each is called on every layer. Here each is one op with a
-forward (a kernel from ``kernels.py``) and a hand-written VJP.
+forward (a kernel from ``kernels/``) and a hand-written VJP.
 
 Every block also carries its ``composite``: the same function written with core
 ops, as runnable code. It is the definition the fused op has to meet, and
@@ -64,7 +64,7 @@ class linear:
 
 def _gelu_gate_composite(x, approximate):
     """GELU's gate, the factor multiplying x: Phi(x) = (1 + erf(x / sqrt 2)) / 2, or GPT-2's tanh form."""
-    if approximate == "tanh":  # (x clipped where the gate is flat, so that x**3 cannot overflow: kernels.py)
+    if approximate == "tanh":  # (x clipped where the gate is flat, so that x**3 cannot overflow: kernels/)
         x = x.clip(-kernels.GELU_SATURATED, kernels.GELU_SATURATED)
         return 0.5 * (1.0 + (_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x)).tanh())
     return 0.5 * (1.0 + (x * (1 / math.sqrt(2.0))).erf())

@@ -4,7 +4,7 @@
   record the graph that backward walks. Off for inference and optimizer updates.
 * **Composite mode** (``composite_mode``): whether the fused primitives of
   ``fused.py`` run as their composites (built from the core ops of ``ops.py``),
-  and the speed kernels of ``kernels.py`` as the plain NumPy they equal. For
+  and the speed kernels of ``kernels/`` as the plain NumPy they equal. For
   reading and drawing graphs op by op, and for checking a new fused op.
 * **Module scope**: which ``nn.Module`` calls are running, so that ``viz`` can
   draw the ops each call made as one cluster (one per call: an RNN cell called

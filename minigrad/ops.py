@@ -21,7 +21,7 @@ Everything else is derived from this table (``registry.py`` does the deriving):
 * the tests, which run ``gradcheck`` and ``gradgradcheck`` on every ``samples``
   entry of every op, so an op without samples fails the suite.
 
-This file states the math. A few forwards call a kernel from ``kernels.py``
+This file states the math. A few forwards call a kernel from ``kernels/``
 (the same result, faster), with the plain NumPy it equals in a comment beside
 the call. The fused primitives a transformer uses (linear, gelu, layer_norm,
 attention_weights, cross_entropy...) are in ``fused.py``, each with its

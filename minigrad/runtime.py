@@ -1,20 +1,21 @@
 """Process-wide settings an entry script may choose; importing minigrad changes none of them.
 
-Two are here: how many threads BLAS may use (``set_threads``), and how glibc's
-malloc keeps freed memory (``tune_malloc``). The demos, lessons and benchmarks
-call them at the start of their ``main()``; a library that imports minigrad
-should not have its process changed behind its back, so ``import minigrad``
-does neither.
+Three are here: how many threads BLAS may use (``set_threads``), how glibc's
+malloc keeps freed memory (``tune_malloc``), and the seed of the default random
+generator (``manual_seed``). The demos, lessons and benchmarks call the first
+two at the start of their ``main()``; a library that imports minigrad should
+not have its process changed behind its back, so ``import minigrad`` does
+neither.
 
 Threads
 -------
 NumPy's BLAS (OpenBLAS) starts one thread per core, and each spins for a
 while after a call, waiting for the next. On a machine whose cores are busy
 with other work (a browser, an IDE, someone else's tests) those threads fight
-the other work and each other for the cores: on a shared 2-core machine the
-character-level GPT demo trained at 934 tokens/s on both cores and 8,482 on
-one (``python -m benchmarks.threads``; the numbers are in ``benchmarks/README.md``).
-On cores nobody else uses, all of them are quicker.
+the other work and each other for the cores, and the demos ran several times
+slower on both cores than on one (``python -m benchmarks.threads`` measures it;
+the numbers are in ``benchmarks/README.md``). On cores nobody else uses, all of
+them are quicker.
 
 So ``set_threads()`` looks before it chooses: it counts how many cores other
 processes keep busy right now (``busy_cores``, from ``/proc/stat`` over a tenth
@@ -42,6 +43,14 @@ The training demos and the benchmark workers call it; a library that imports
 minigrad should not have its process's allocator changed behind its back, so
 ``import minigrad`` does not. Only glibc has these knobs; elsewhere it does
 nothing. The environment variable ``MINIGRAD_MALLOC_TUNE=0`` turns it off.
+
+Random numbers
+--------------
+``mg.randn``, the layer initialisers and dropout draw from one default
+generator when they are given no ``rng=`` (a ``np.random.Generator``, which they
+then use instead, leaving this one alone). It starts seeded with 0, so runs are
+reproducible out of the box; ``manual_seed(n)`` (``mg.manual_seed``, and
+``nn.manual_seed``, PyTorch's spelling) re-seeds it.
 """
 
 from __future__ import annotations
@@ -52,6 +61,8 @@ import os
 import sys
 import time
 from typing import NamedTuple
+
+import numpy as np
 
 _M_TRIM_THRESHOLD = -1  # mallopt parameter numbers, from glibc's <malloc.h>
 _M_MMAP_THRESHOLD = -3
@@ -248,3 +259,21 @@ def prepare_fast_backend() -> str | None:
 def thread_choice() -> ThreadChoice | None:
     """The choice ``set_threads`` last applied (None if it was never called)."""
     return _choice
+
+
+# --------------------------------------------------------------------------------------
+# The default random generator
+# --------------------------------------------------------------------------------------
+
+_default = np.random.default_rng(0)
+
+
+def manual_seed(seed: int) -> None:
+    """Re-seed the default generator (``mg.randn``, layer initialisation and dropout given no ``rng``)."""
+    global _default
+    _default = np.random.default_rng(seed)
+
+
+def default_rng() -> np.random.Generator:
+    """The generator used when none is passed."""
+    return _default

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .rng import default_rng as _default_rng
+from .runtime import default_rng as _default_rng
 
 
 class OpError(ValueError):

@@ -21,7 +21,7 @@ of punctuation, whitespace. Merges never cross a chunk boundary, so "dog." and
 here spells those classes out as code-point ranges taken from ``unicodedata``
 (built once, on first use); it then matches what GPT-2's pattern matches with
 the ``regex`` package, up to differences between the two packages' Unicode
-versions (tests/test_tokenizer.py compares them where ``regex`` is installed).
+versions (tests/models/test_tokenizer.py compares them where ``regex`` is installed).
 
 **Training fast.** The naive loop recounts every pair of the whole text after
 each merge: quadratic. Here the text is first reduced to its distinct chunks

@@ -1,4 +1,4 @@
-"""Shared pytest set-up: hypothesis profiles.
+"""Shared pytest set-up: hypothesis profiles, and the fixtures every folder uses.
 
 ``fast`` (the default) keeps ``make test`` quick; ``MINIGRAD_HYPOTHESIS_PROFILE=ci``
 runs many more examples of every property test (the differential tests against
@@ -9,6 +9,8 @@ failure is reproduced by running again.
 
 import os
 
+import numpy as np
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("fast", max_examples=8, deadline=None, print_blob=True, derandomize=True,
@@ -16,3 +18,9 @@ settings.register_profile("fast", max_examples=8, deadline=None, print_blob=True
 settings.register_profile("ci", max_examples=300, deadline=None, print_blob=True, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("MINIGRAD_HYPOTHESIS_PROFILE", "fast"))
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A generator seeded the same in every test, so each test draws the same numbers every run."""
+    return np.random.default_rng(0)

@@ -25,7 +25,7 @@ def test_the_speed_appendix_line_counts_are_true():
 
 
 def test_ops_py_holds_math_only():
-    # The op table states the math: no kernel helpers, no speed branches (those are kernels.py's).
+    # The op table states the math: no kernel helpers, no speed branches (those are the kernels').
     source = (ROOT / "minigrad/ops.py").read_text()
     assert len(source.splitlines()) <= 850
     for speed_word in ("BLAS", "blockwise", "_blas_summable", "einsum(", "in place", "out="):

@@ -3,7 +3,7 @@
 Loaded by ``backend.py`` only when numba is installed (``pip install -e '.[fast]'``)
 and ``MINIGRAD_BACKEND`` is not ``numpy``. Each function here is a third form
 of a kernel of ``kernels/__init__.py``, computing what its plain form computes;
-``tests/test_kernels.py`` holds it to the plain form on the same generated
+``tests/engine/test_kernels.py`` holds it to the plain form on the same generated
 inputs as the NumPy form. Each handles float32 arrays whose rows are
 contiguous (what a training step hands it) and passes anything else to the
 kernel's NumPy form.

@@ -2,7 +2,7 @@
 
 Every layer that draws random numbers takes an optional ``rng`` (a
 ``np.random.Generator``). Without one it draws from this module's default
-generator (``minigrad/rng.py``, shared with ``mg.randn``), which
+generator (``minigrad/runtime.py``, shared with ``mg.randn``), which
 ``minigrad.nn.manual_seed(n)`` or ``minigrad.manual_seed(n)`` re-seeds, so a
 script that calls ``manual_seed`` once gets the same weights (and dropout masks)
 every run. The default generator starts seeded with 0: runs are reproducible out
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..rng import default_rng, manual_seed  # noqa: F401  (nn.manual_seed: PyTorch's home for it)
+from ..runtime import default_rng, manual_seed  # noqa: F401  (nn.manual_seed: PyTorch's home for it)
 from ..tensor import Tensor
 
 

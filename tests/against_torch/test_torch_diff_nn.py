@@ -12,13 +12,13 @@ hook's returned gradient must have the tensor's shape and is cast to its dtype.
 
 import numpy as np
 import pytest
+import torch_diff_helpers as H
 from hypothesis import given
 from hypothesis import strategies as st
 
 import minigrad as mg
 from minigrad import nn
 from minigrad.nn import functional as F
-from tests import torch_diff_helpers as H
 
 torch = pytest.importorskip("torch")
 H.use_torch(torch)

@@ -15,11 +15,6 @@ from minigrad.ops import Op
 EPS = 1e-6
 
 
-@pytest.fixture
-def rng():
-    return np.random.default_rng(0)
-
-
 def t64(a):
     return mg.Tensor(np.asarray(a, dtype=np.float64))
 

@@ -131,7 +131,7 @@ def test_opens_as_cells_that_run_in_a_notebook_kernel(monkeypatch, tmp_path):
     import re
     from pathlib import Path
 
-    source = (Path(__file__).parents[1] / "demos" / "forward_or_reverse.py").read_text()
+    source = (Path(__file__).parents[2] / "demos" / "forward_or_reverse.py").read_text()
     cells = re.split(r"^# %%.*$", source, flags=re.M)[1:]
     assert len(cells) >= 8
     for k, cell in enumerate(cells):

@@ -2,7 +2,7 @@
 sampling from a saved run, the induction-heads and seq2seq demos.
 
 Everything runs on tiny settings (a few seconds each); the models' own correctness
-is tested in tests/test_models_*.py. Runs write into pytest's tmp folders, and
+is tested in tests/models/test_models_*.py. Runs write into pytest's tmp folders, and
 the docstring corpus is cached in a tmp XDG_CACHE_HOME, never in the real home.
 """
 
@@ -24,21 +24,9 @@ HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path_factory, monkeypatch):
-    """The docstring corpus is cached under tmp, not in ~/.cache."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
-
-
 @pytest.fixture(scope="module")
-def text_file(tmp_path_factory):
-    """About 6,000 characters of word salad over a small vocabulary: structure a tiny model picks up at once."""
-    rng = np.random.default_rng(0)
-    words = "the model reads every character and learns which one comes next in the text".split()
-    lines = [" ".join(rng.choice(words, size=10)) + "." for _ in range(110)]
-    path = tmp_path_factory.mktemp("text") / "words.txt"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+def text_file(word_salad):
+    return word_salad("the model reads every character and learns which one comes next in the text")
 
 
 # Tiny settings: one or two layers of width 16, 16 characters of context, batches of 4.

@@ -17,11 +17,6 @@ def leaf(data):
     return mg.Tensor(np.asarray(data, dtype=np.float64), requires_grad=True)
 
 
-@pytest.fixture
-def rng():
-    return np.random.default_rng(0)
-
-
 def test_true_on_correct_gradients(rng):
     a, b = leaf(rng.standard_normal((3, 4))), leaf(rng.standard_normal((4, 2)))
     assert mg.gradcheck(lambda x, y: (x @ y).tanh() * 2.0, (a, b)) is True

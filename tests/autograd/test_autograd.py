@@ -18,11 +18,6 @@ def leaf(data, dtype=np.float64):
     return mg.Tensor(np.asarray(data, dtype=dtype), requires_grad=True)
 
 
-@pytest.fixture
-def rng():
-    return np.random.default_rng(0)
-
-
 # --------------------------------------------------------------------------------------
 # Accumulation, leaves, non-leaves
 # --------------------------------------------------------------------------------------

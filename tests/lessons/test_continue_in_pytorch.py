@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from demos import continue_in_pytorch, train_charlm
@@ -23,22 +22,13 @@ TINY = ["--block-size", "16", "--batch-size", "4", "--n-layer", "1", "--n-head",
         "--position", "learned", "--quiet"]
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
-
-
 @pytest.fixture(scope="module")
-def text_file(tmp_path_factory):
-    rng = np.random.default_rng(0)
-    words = "the model reads every token and learns which one comes next in the text".split()
-    path = tmp_path_factory.mktemp("text") / "words.txt"
-    path.write_text("\n".join(" ".join(rng.choice(words, size=10)) + "." for _ in range(110)) + "\n")
-    return path
+def text_file(word_salad):
+    return word_salad("the model reads every token and learns which one comes next in the text")
 
 
 def torchrun(folder: Path, out: Path, steps: int, lr: float) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                            "-m", "demos.continue_in_pytorch", "train", str(folder), "--steps", str(steps),
                            "--lr", str(lr), "--out", str(out), "--sample-tokens", "0"],

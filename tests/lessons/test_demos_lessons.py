@@ -5,7 +5,7 @@ The lessons retell two texts the project grew from (an attention tutorial writte
 with NumPy, and a lesson on the transformer), with the same seeds and draw order,
 so they print the same numbers; the expected numbers below are those texts'.
 Each lesson runs once per module, cell by cell as Jupyter would run it
-(tests/demos_helpers.py), and its printout and namespace are checked.
+(tests/lessons/demos_helpers.py), and its printout and namespace are checked.
 """
 
 import importlib.util

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-DEMOS = Path(__file__).resolve().parent.parent / "demos"
+DEMOS = Path(__file__).resolve().parents[2] / "demos"
 CELL_MARKER = re.compile(r"^# %%(.*)$")
 
 

@@ -24,19 +24,10 @@ TINY = ["--block-size", "16", "--batch-size", "4", "--n-layer", "1", "--n-head",
         "--quiet"]
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
-
-
 @pytest.fixture(scope="module")
-def text_file(tmp_path_factory):
-    """Word salad with some accented words: a BPE learns the words, and the bytes differ from the characters."""
-    rng = np.random.default_rng(0)
-    words = "the model reads every byte and learns which one comes next in the text café naïve".split()
-    path = tmp_path_factory.mktemp("text") / "words.txt"
-    path.write_text("\n".join(" ".join(rng.choice(words, size=10)) + "." for _ in range(110)) + "\n")
-    return path
+def text_file(word_salad):
+    """Some accented words: a BPE learns the words, and the bytes differ from the characters."""
+    return word_salad("the model reads every byte and learns which one comes next in the text café naïve")
 
 
 # --------------------------------------------------------------------------------------
@@ -232,7 +223,7 @@ def test_the_printed_sample_command_runs_as_printed(text_file, tmp_path, capsys)
     command = line.removeprefix("sample more:").strip()
     assert command.startswith(train_charlm.python_command())
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])  # the checkout, wherever pytest runs from
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # the checkout, wherever pytest runs from
     done = subprocess.run([*shlex.split(command), "--max-new-tokens", "5"], capture_output=True, text=True,
                           env=env, timeout=120)
     assert done.returncode == 0, done.stderr

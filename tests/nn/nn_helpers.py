@@ -1,4 +1,4 @@
-"""Helpers shared by the tests of minigrad.nn (tests/test_nn_*.py)."""
+"""Helpers shared by the tests of minigrad.nn (tests/nn/test_nn_*.py)."""
 
 from __future__ import annotations
 

@@ -15,12 +15,12 @@ import math
 
 import numpy as np
 import pytest
+import torch_diff_helpers as H
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import minigrad as mg
-from tests import torch_diff_helpers as H
 
 torch = pytest.importorskip("torch")
 H.use_torch(torch)

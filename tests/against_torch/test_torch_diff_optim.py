@@ -12,12 +12,12 @@ import math
 
 import numpy as np
 import pytest
+import torch_diff_helpers as H
 from hypothesis import given
 from hypothesis import strategies as st
 
 import minigrad as mg
 from minigrad import optim
-from tests import torch_diff_helpers as H
 
 torch = pytest.importorskip("torch")
 H.use_torch(torch)

@@ -1,4 +1,4 @@
-"""Shared pieces of the differential tests against PyTorch (tests/test_torch_diff_*.py).
+"""Shared pieces of the differential tests against PyTorch (tests/against_torch/test_torch_diff_*.py).
 
 * hypothesis strategies for inputs: shapes with 0-d and zero-size cases, float32
   and float64 arrays salted with special values (0, -0, +-tiny, +-huge, +-inf,

@@ -1,7 +1,7 @@
 """The lessons stand on their own: cells that run in order, no references the reader cannot follow, numbers
 with their units, ``--out`` where they draw, and one runtime each in the README.
 
-The three longer lessons are run cell by cell in tests/test_demos_lessons.py; here the two short ones run
+The three longer lessons are run cell by cell in tests/lessons/test_demos_lessons.py; here the two short ones run
 the same way, and every lesson's command line is checked through ``--help`` (which stops before any work).
 """
 
@@ -28,8 +28,9 @@ FOREIGN_REFERENCES = [
 ]
 
 
-@pytest.mark.parametrize("path", sorted(DEMOS.glob("*.py")) + [ROOT / "tests" / "demos_helpers.py"]
-                         + [p for p in sorted(ROOT.glob("tests/test_demos_*.py")) if p.name != Path(__file__).name],
+@pytest.mark.parametrize("path", sorted(DEMOS.glob("*.py")) + [ROOT / "tests" / "lessons" / "demos_helpers.py"]
+                         + [p for p in sorted(ROOT.glob("tests/lessons/test_demos_*.py"))
+                            if p.name != Path(__file__).name],
                          ids=lambda p: p.name)
 def test_no_demo_cites_a_file_the_repository_lacks(path):
     text = path.read_text(encoding="utf-8")

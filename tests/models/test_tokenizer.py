@@ -289,7 +289,7 @@ def test_the_tokenizer_benchmark_runs_and_prints_its_table():
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-m", "benchmarks.tokenizer", "--quick", "--threads", "1"], cwd=root,
                           env=env, capture_output=True, text=True, timeout=300)
