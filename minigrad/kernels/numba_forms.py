@@ -32,12 +32,15 @@ from numba import prange
 from numba.core import types
 from numba.extending import intrinsic
 
+from . import GELU_SATURATED
+
 _F32 = np.float32
 _LOG2E = _F32(1.4426950408889634)
 _LN2_HI = _F32(0.693145751953125)  # ln 2 split in two, so n * _LN2_HI is exact for |n| < 2^12
 _LN2_LO = _F32(1.428606765330187e-06)
 _SQRT_2_OVER_PI = _F32(math.sqrt(2.0 / math.pi))
 _GELU_CUBIC = _F32(0.044715)
+_GELU_SATURATED = _F32(GELU_SATURATED)  # x clipped to +-this in the gradient: x**2 stays finite
 _INV_SQRT_2PI = _F32(1.0 / math.sqrt(2.0 * math.pi))
 
 jit = numba.njit(cache=True, fastmath=False, error_model="numpy")
@@ -149,7 +152,7 @@ def _gelu_tanh(x, out, gate):
 @pjit
 def _gelu_tanh_grad(x, g, gate, out):
     for i in prange(x.size):
-        v, s = x[i], gate[i]
+        v, s = min(max(x[i], -_GELU_SATURATED), _GELU_SATURATED), gate[i]  # (the gate's slope is 0 beyond)
         du = _SQRT_2_OVER_PI * (_F32(1.0) + _F32(3.0) * _GELU_CUBIC * v * v)
         out[i] = g[i] * s * (_F32(1.0) + _F32(2.0) * v * du * (_F32(1.0) - s))
 

@@ -501,6 +501,24 @@ def test_gelu_kernels(data, x, approximate):
     assert_close(got, expected, x.dtype, scale=scale, ulps=128)
 
 
+@covers("gelu_gate", "gelu", "gelu_grad")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_kernels_past_the_saturation_threshold(approximate, dtype):
+    """Beyond GELU_SATURATED the gradient's x is clipped: x**2 (and x**3) would overflow, and inf * 0 is NaN."""
+    from minigrad.kernels import GELU_SATURATED
+
+    x = np.array([GELU_SATURATED * 0.99, GELU_SATURATED * 1.01, 1e5, 1e20, 3e38, -1e5, -1e20, -3e38], dtype)
+    g = np.ones_like(x)
+    with np.errstate(all="ignore"):
+        gate = KERNELS["gelu_gate"].fast(x, approximate)
+        got = KERNELS["gelu_grad"].fast(x, g, gate, approximate)
+        expected = KERNELS["gelu_grad"].plain(x, g, KERNELS["gelu_gate"].plain(x, approximate), approximate)
+    assert np.isfinite(got).all() and np.isfinite(expected).all()
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(got[2:], [1, 1, 1, 0, 0, 0])
+
+
 # --------------------------------------------------------------------------------------
 # Layer norm and RMS norm
 # --------------------------------------------------------------------------------------
