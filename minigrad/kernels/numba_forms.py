@@ -170,30 +170,9 @@ def _gelu_erf_grad(x, g, gate, out):
 
 
 @pjit
-def _softmax_rows(x, out, scale):
-    """out[r] = softmax(x[r] * scale) with the plain form's shift: the row max, 0 for an all -inf or NaN max."""
-    rows, n = x.shape
-    for r in prange(rows):
-        m = _F32(-np.inf)
-        nan = False
-        for j in range(n):
-            v = x[r, j] * scale
-            nan |= v != v
-            m = v if v > m else m
-        if nan or m == -np.inf:
-            m = _F32(0.0)
-        for j in range(n):
-            out[r, j] = _exp32(x[r, j] * scale - m)
-        total = np.float32(_row_total(out, r))
-        if total == 0:
-            total = _F32(1.0)
-        for j in range(n):
-            out[r, j] = out[r, j] / total
-
-
-@pjit
 def _softmax_rows_biased(x, bias, out, scale):
-    """out[r] = softmax(x[r] * scale + bias[r % len(bias)]), shifted as ``_softmax_rows`` shifts."""
+    """out[r] = softmax(x[r] * scale + bias[r % len(bias)]), with the plain form's shift: the row max, 0 for an
+    all -inf or NaN max."""
     rows, n = x.shape
     bias_rows = bias.shape[0]
     for r in prange(rows):
@@ -213,6 +192,11 @@ def _softmax_rows_biased(x, bias, out, scale):
             total = _F32(1.0)
         for j in range(n):
             out[r, j] = out[r, j] / total
+
+
+def _softmax_rows(x, out, scale):
+    """out[r] = softmax(x[r] * scale): the biased loop with a bias of one row of zeros."""
+    _softmax_rows_biased(x, np.zeros((1, x.shape[1]), x.dtype), out, scale)
 
 
 @pjit
