@@ -164,6 +164,8 @@ def form(request, monkeypatch):
     """
     if request.param == "compiled":
         names = getattr(request.function, "covers", ())
+        if not names:
+            pytest.skip("an op-level test runs once, on whichever forms the backend chose (mg.backend())")
         compiled = [name for name in names if KERNELS[name].compiled is not None]
         if not compiled:
             why = mg.backend()["why"] if mg.backend()["backend"] == "numpy" else "no compiled form"
