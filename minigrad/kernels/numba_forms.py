@@ -314,7 +314,7 @@ def make_forms(numpy_forms: dict) -> dict:
         scores = q @ k.swapaxes(-1, -2)  # (..., Tq, Tk)
         if not _ok(scores):
             return fallback("attention_weights")(q, k, bias, scale)
-        weights = np.empty_like(scores)  # (written in place, LLVM cannot prove rows apart: 5x slower)
+        weights = np.empty_like(scores)  # (not in place: there LLVM cannot prove the rows apart, and does not vectorise)
         if bias is None:
             _softmax_rows(_rows(scores), _rows(weights), _F32(scale))
         elif bias.shape == scores.shape[-bias.ndim:] and bias.flags.c_contiguous and bias.size:
