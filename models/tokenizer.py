@@ -326,10 +326,7 @@ class BPETokenizer:
 
     @classmethod
     def load(cls, path) -> BPETokenizer:
-        tok = load_tokenizer(path)
-        if not isinstance(tok, cls):
-            raise TokenizerError(f"{path}: holds a {type(tok).__name__}, not a BPE tokenizer")
-        return tok
+        return load_tokenizer(path, expect=cls)
 
     def __repr__(self) -> str:
         return f"BPETokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)}, " \
@@ -381,10 +378,7 @@ class CharTokenizer:
 
     @classmethod
     def load(cls, path) -> CharTokenizer:
-        tok = load_tokenizer(path)
-        if not isinstance(tok, cls):
-            raise TokenizerError(f"{path}: holds a {type(tok).__name__}, not a character tokenizer")
-        return tok
+        return load_tokenizer(path, expect=cls)
 
     def __repr__(self) -> str:
         return f"CharTokenizer(vocab_size={self.vocab_size})"
@@ -395,11 +389,20 @@ class CharTokenizer:
 # --------------------------------------------------------------------------------------
 
 
-def load_tokenizer(path) -> CharTokenizer | BPETokenizer:
+def load_tokenizer(path, expect: type | None = None) -> CharTokenizer | BPETokenizer:
     """The tokenizer saved in ``path`` (by ``CharTokenizer.save`` or ``BPETokenizer.save``).
 
-    Anything else (not JSON, another program's tokenizer file, a damaged file) is a TokenizerError saying so.
+    Anything else (not JSON, another program's tokenizer file, a damaged file) is a TokenizerError saying so;
+    so is a tokenizer of another kind than ``expect`` (a class), when given.
     """
+    tok = _read_tokenizer(path)
+    if expect is not None and not isinstance(tok, expect):
+        wanted = "a BPE tokenizer" if expect is BPETokenizer else "a character tokenizer"
+        raise TokenizerError(f"{path}: holds a {type(tok).__name__}, not {wanted}")
+    return tok
+
+
+def _read_tokenizer(path) -> CharTokenizer | BPETokenizer:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as err:
