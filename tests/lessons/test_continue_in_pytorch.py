@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from demos import continue_in_pytorch, train_charlm
+from demos import charlm_run, continue_in_pytorch, train_charlm
 from models import GPT
 
 TINY = ["--block-size", "16", "--batch-size", "4", "--n-layer", "1", "--n-head", "2", "--d-model", "16",
@@ -64,7 +64,7 @@ def test_pytorch_ddp_continues_where_minigrad_stopped(text_file, tmp_path):
 
 def first_batch(exported: Path):
     handoff, _, train_ids, rng, _ = continue_in_pytorch.load_handoff(exported)
-    cfg = train_charlm.TrainConfig(**handoff["train"])
+    cfg = charlm_run.TrainConfig(**handoff["train"])
     from demos import charlm_data
 
     return charlm_data.get_batch(train_ids, cfg.batch_size * cfg.grad_accum, cfg.block_size, rng)

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from demos import charlm_data as data
-from demos import train_charlm
+from demos import charlm_run, train_charlm
+from demos._common import python_command
 from models.tokenizer import CharTokenizer, TokenizerError
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
@@ -138,7 +139,7 @@ def gpt_run(text_file, tmp_path_factory):
 
 def test_run_folder_holds_everything_promised(gpt_run, text_file):
     folder, metrics = gpt_run
-    expected = set(train_charlm.RUN_FILES) - (set() if HAS_MATPLOTLIB else {"loss_curve.png"})
+    expected = set(charlm_run.RUN_FILES) - (set() if HAS_MATPLOTLIB else {"loss_curve.png"})
     assert expected <= {p.name for p in folder.iterdir()}
     assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]  # atomic writes leave nothing behind
     settings = json.loads((folder / "config.json").read_text())
@@ -169,8 +170,8 @@ def test_checkpoint_loads_into_a_fresh_model(gpt_run):
 
     folder, _ = gpt_run
     settings = json.loads((folder / "config.json").read_text())
-    cfg = train_charlm.TrainConfig(**settings["train"])
-    model, _ = train_charlm.build_model(cfg, settings["data"]["vocab_size"], np.random.default_rng(123))
+    cfg = charlm_run.TrainConfig(**settings["train"])
+    model, _ = charlm_run.build_model(cfg, settings["data"]["vocab_size"], np.random.default_rng(123))
     checkpoint = io.load(folder / "checkpoint.safetensors", model)
     assert checkpoint.step == 16 and checkpoint.config == settings["model"]
 
@@ -182,7 +183,7 @@ def test_printed_summary_says_where_everything_is(text_file, tmp_path, capsys):
     assert "unigram baseline:" in out and "bits/byte" in out
     for name in ("checkpoint.safetensors", "config.json", "tokenizer.json", "metrics.json", "samples.txt"):
         assert str(folder / name) in out
-    assert f"{train_charlm.python_command()} -m demos.sample {folder}" in out
+    assert f"{python_command()} -m demos.sample {folder}" in out
 
 
 def test_steps_alone_scales_the_default_warmup():
