@@ -125,11 +125,13 @@ def train_step(run: Run, x: np.ndarray, y: np.ndarray) -> float:
 
 
 @mg.no_grad()
-def evaluate(model, batches) -> float:
-    """Mean loss over fixed validation batches, in eval mode (no dropout)."""
+def evaluate(model, batches, micro_batches: int = 1) -> float:
+    """Mean loss over fixed validation batches, each run ``micro_batches`` equal slices at a time (the memory
+    of one micro-batch), in eval mode (no dropout). Equal slices: the mean of their means is the batch's mean."""
     model.eval()
     try:
-        return float(np.mean([model(x, y)[1].item() for x, y in batches]))
+        return float(np.mean([model(xs, ys)[1].item() for x, y in batches
+                              for xs, ys in zip(np.split(x, micro_batches), np.split(y, micro_batches))]))
     finally:
         model.train()
 
@@ -148,7 +150,9 @@ def train(run: Run, stop_after: int | None, quiet: bool) -> str:
     cfg = run.cfg
     end = cfg.steps if stop_after is None else min(cfg.steps, run.step + stop_after)
     eval_rng = np.random.default_rng([cfg.seed, 1])  # the same validation batches at every evaluation
-    val_batches = [data.get_batch(run.val_ids, cfg.batch_size, cfg.block_size, eval_rng)
+    # Drawn as the training batches are (batch_size x grad_accum windows): --grad-accum changes the memory an
+    # evaluation needs, not the windows it sees.
+    val_batches = [data.get_batch(run.val_ids, cfg.batch_size * cfg.grad_accum, cfg.block_size, eval_rng)
                    for _ in range(cfg.eval_batches)]
     bar = progress_bar(cfg.steps, run.step, quiet)
 
@@ -195,7 +199,7 @@ def train(run: Run, stop_after: int | None, quiet: bool) -> str:
 
             last = run.step == cfg.steps
             if run.step % cfg.eval_every == 0 or last:
-                val = evaluate(run.model, val_batches)
+                val = evaluate(run.model, val_batches, cfg.grad_accum)
                 run.val_losses.append([run.step, val])
                 log(f"step {run.step:>5}/{cfg.steps} | train loss {run.train_bpb(np.mean(since_eval)):.2f} bits/byte "
                     f"(mean since the last evaluation) | val loss {run.val_bpb(val):.2f} bits/byte, "

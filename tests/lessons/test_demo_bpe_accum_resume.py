@@ -138,6 +138,18 @@ def test_the_demo_with_grad_accum_matches_one_batch_four_times_larger(text_file,
     np.testing.assert_allclose(accum["train_losses"], big["train_losses"], rtol=2e-5)
 
 
+def test_grad_accum_validates_on_the_windows_of_the_larger_batch(text_file, tmp_path):
+    """The validation batches are drawn as the training ones are (B x N windows), so the validation losses
+    of --batch-size 2 --grad-accum 4 are those of --batch-size 8, as the README says."""
+    common = ["--text", str(text_file), *TINY, "--steps", "4", "--sample-every", "0"]
+    at = common.index("--batch-size")
+    big = train_charlm.main([*common[:at], *common[at + 2:], "--batch-size", "8", "--out", str(tmp_path / "big")])
+    accum = train_charlm.main([*common[:at], *common[at + 2:], "--batch-size", "2", "--grad-accum", "4",
+                               "--out", str(tmp_path / "accum")])
+    assert [s for s, _ in accum["val_losses"]] == [s for s, _ in big["val_losses"]] == [4]
+    np.testing.assert_allclose([v for _, v in accum["val_losses"]], [v for _, v in big["val_losses"]], rtol=2e-5)
+
+
 # --------------------------------------------------------------------------------------
 # Extending a run, Ctrl-C, the printed commands
 # --------------------------------------------------------------------------------------
