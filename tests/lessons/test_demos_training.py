@@ -12,6 +12,9 @@ import os
 import re
 import signal
 import string
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -483,3 +486,132 @@ def test_seq2seq_demo_runs(tmp_path, capsys):
     assert "exact match on 40 held-out strings" in out and "nats per output token" in out
     if HAS_MATPLOTLIB:
         assert (tmp_path / "seq2seq_cross_attention.png").read_bytes()[:8] == PNG_MAGIC
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--temperature", "inf"], "finite --temperature"),
+    (["--temperature", "nan"], "finite --temperature"),
+])
+def test_sample_non_finite_temperature_is_one_line_error(gpt_run, capsys, extra, message):
+    from demos import sample
+
+    folder, _ = gpt_run
+    with pytest.raises(SystemExit) as exit_info:
+        sample.main([str(folder), *extra])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and message in err and err.count("\n") == 1
+
+
+# --------------------------------------------------------------------------------------
+# One-line errors, never a traceback; nothing overwritten
+# --------------------------------------------------------------------------------------
+
+
+def test_out_an_existing_file_is_one_line_error_and_the_file_is_kept(text_file, tmp_path, capsys):
+    target = tmp_path / "notes.txt"
+    target.write_text("mine")
+    with pytest.raises(SystemExit) as exit_info:
+        train_charlm.main(["--text", str(text_file), *TINY, "--out", str(target)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "is a file, not a folder" in err and err.count("\n") == 1
+    assert target.read_text() == "mine"
+
+
+def test_out_a_folder_with_a_runs_file_names_is_refused_before_writing(text_file, tmp_path, capsys):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "samples.txt").write_text("my own notes")
+    with pytest.raises(SystemExit) as exit_info:
+        train_charlm.main(["--text", str(text_file), *TINY, "--out", str(folder)])
+    assert exit_info.value.code == 2 and "already has samples.txt" in capsys.readouterr().err
+    assert [p.name for p in folder.iterdir()] == ["samples.txt"] and (folder / "samples.txt").read_text() == \
+        "my own notes"
+
+
+@pytest.mark.parametrize("value", ["0", "abc", "-2"])
+def test_a_bad_minigrad_threads_is_one_line_error(text_file, tmp_path, monkeypatch, capsys, value):
+    from demos._common import parse_args
+
+    monkeypatch.setenv("MINIGRAD_THREADS", value)
+    with pytest.raises(SystemExit) as exit_info:
+        train_charlm.main(["--text", str(text_file), *TINY, "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.startswith("python -m demos.train_charlm: error: MINIGRAD_THREADS")
+    assert err.count("\n") == 1 and not (tmp_path / "run").exists()
+    with pytest.raises(SystemExit) as exit_info:  # the lessons' own command line, the same way
+        parse_args([], "induction_heads", "a lesson")
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.startswith("python -m demos.induction_heads: error: MINIGRAD_THREADS")
+
+
+@pytest.mark.parametrize("option", ["--temperature", "--lr", "--grad-clip"])
+@pytest.mark.parametrize("value", ["inf", "nan"])
+def test_a_non_finite_setting_is_one_line_error(text_file, tmp_path, capsys, option, value):
+    with pytest.raises(SystemExit) as exit_info:
+        train_charlm.main(["--text", str(text_file), *TINY, option, value, "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and f"{option} must be" in err and err.count("\n") == 1
+
+
+def test_a_demo_under_an_interpreter_without_the_dependencies_says_which_to_use():
+    """``python -m demos.quickstart`` with the system's Python: one line naming .venv/bin/python, no traceback.
+    (``-S``: this interpreter without its site-packages, so numpy and the rest are missing.)"""
+    done = subprocess.run([sys.executable, "-S", "-m", "demos.quickstart"], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2], timeout=60)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "lacks minigrad's dependencies" in done.stderr and ".venv/bin/python -m demos.quickstart" in done.stderr
+
+
+# --------------------------------------------------------------------------------------
+# A damaged run folder: the loader's own one-line error, before anything is allocated
+# --------------------------------------------------------------------------------------
+
+
+def damage(folder, name, edit):
+    path = folder / name
+    path.write_text(edit(path.read_text()))
+
+
+def edit_setting(key, value):
+    def edit(text):
+        settings = json.loads(text)
+        settings["train"][key] = value
+        return json.dumps(settings)
+    return edit
+
+
+DOUBLING_MERGES = json.dumps({"type": "bpe", "version": 1, "pretokenizer": "gpt2", "special_tokens": {"<e>": 296},
+                              "merges": [[97, 97]] + [[256 + i, 256 + i] for i in range(39)]})
+
+
+@pytest.mark.parametrize("name, edit, message", [
+    ("config.json", edit_setting("d_model", 1_000_000), "cannot hold the GPT the settings describe"),
+    ("config.json", edit_setting("n_layer", "2"), "setting 'n_layer' is '2'; it must be a finite int"),
+    ("config.json", edit_setting("lr", None), "setting 'lr' is None"),
+    ("config.json", edit_setting("block_size", 0), "--block-size must be at least 1"),
+    ("config.json", edit_setting("surprise", 1), "unknown settings ['surprise']"),
+    ("config.json", lambda text: "[" * 100_000 + "]" * 100_000, "not a run's settings (RecursionError"),
+    ("config.json", lambda text: "[]", "not a run's settings"),
+    ("tokenizer.json", lambda text: DOUBLING_MERGES, "spell tokens of 2,199,023,255,806 bytes"),
+    ("tokenizer.json", lambda text: '{"type": "char", "chars": [1, 2]}', "distinct single characters"),
+])
+@pytest.mark.parametrize("command", ["sample", "resume", "export"])
+def test_a_damaged_run_folder_is_one_line_error_from_every_command(gpt_run, tmp_path, capsys, name, edit, message,
+                                                                   command):
+    import shutil
+
+    from demos import continue_in_pytorch, sample
+
+    folder = tmp_path / "damaged"
+    shutil.copytree(gpt_run[0], folder)
+    damage(folder, name, edit)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    run = {"sample": lambda: sample.main([str(folder)]),
+           "resume": lambda: train_charlm.main(["--resume", str(folder), "--steps", "20", "--quiet"]),
+           "export": lambda: continue_in_pytorch.main(["export", str(folder)])}[command]
+    with pytest.raises(SystemExit) as exit_info:
+        run()
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and message in err and err.count("\n") == 1, err
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # nothing written
