@@ -77,7 +77,7 @@ def export(run_dir: Path, out: Path | None = None) -> Path:
     """
     run_dir = Path(run_dir)
     out = Path(out) if out is not None else run_dir / "gpt2"
-    check_export_folder(out)
+    check_new_or_empty_folder(out)
     run = charlm_run.resume_run(run_dir)  # the model, optimizer, schedule and generator, as saved
     if run.cfg.model != "gpt":
         raise UsageError(f"{run_dir}: the run trained an {run.cfg.model.upper()}; only a GPT has GPT-2's format")
@@ -94,14 +94,15 @@ def export(run_dir: Path, out: Path | None = None) -> Path:
     return out
 
 
-def check_export_folder(out: Path) -> None:
-    """UsageError unless ``out`` is absent or an empty folder: export overwrites nothing (a run's config.json...)."""
+def check_new_or_empty_folder(out: Path) -> None:
+    """UsageError unless ``out`` is absent or an empty folder: export and train overwrite nothing (a run's
+    config.json, an earlier result)."""
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file; give a new or empty folder")
     if out.is_dir() and any(out.iterdir()):
         holds = "a run of " + charlm_run.PROG if (out / "config.json").exists() and \
             (out / charlm_run.CHECKPOINT).exists() else "files"
-        raise UsageError(f"--out {out} already holds {holds}; export writes only into a new or empty folder "
+        raise UsageError(f"--out {out} already holds {holds}; {PROG} writes only into a new or empty folder "
                          f"(give another --out, or remove that folder first)")
 
 
@@ -159,6 +160,8 @@ def train(folder: Path, steps: int, lr: float | None, out: Path | None, sample_t
     """This process's part of ``steps`` DDP steps; rank 0 prints the losses and saves the result."""
     if "RANK" not in os.environ:
         raise UsageError(f"train runs under torchrun: {torchrun_command(folder)}")
+    out = Path(out) if out is not None else Path(folder).parent / "pytorch"
+    check_new_or_empty_folder(out)  # every process, before any of them starts: none writes over a file
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
@@ -225,7 +228,6 @@ def train(folder: Path, steps: int, lr: float | None, out: Path | None, sample_t
                   "first_batch_loss_before": losses[0] if losses else None, "first_batch_loss_after": first_after,
                   "start_step": handoff["step"]}
         if rank == 0:
-            out = Path(out) if out is not None else folder.parent / "pytorch"
             model.save_pretrained(out)
             shutil.copyfile(folder / "tokenizer.json", out / "tokenizer.json")
             atomic_write(out / "losses.json", json.dumps(result, indent=2) + "\n")
@@ -271,12 +273,13 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     exp = commands.add_parser("export", help="write RUN_DIR's GPT as GPT-2 files + tokenizer (no torch needed)")
     exp.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder of python -m demos.train_charlm")
-    exp.add_argument("--out", type=Path, metavar="DIR", help="where to write (default: RUN_DIR/gpt2)")
+    exp.add_argument("--out", type=Path, metavar="DIR", help="a new or empty folder to write (default: RUN_DIR/gpt2)")
     tr = commands.add_parser("train", help="train the exported model with DDP (run it with torchrun)")
     tr.add_argument("folder", type=Path, metavar="DIR", help="a folder written by export")
     tr.add_argument("--steps", type=int, default=100, help="optimizer steps (100)")
     tr.add_argument("--lr", type=float, help="AdamW's learning rate (default: the rate the run ended on)")
-    tr.add_argument("--out", type=Path, metavar="DIR", help="where to save the result (default: DIR/../pytorch)")
+    tr.add_argument("--out", type=Path, metavar="DIR",
+                    help="a new or empty folder for the result (default: DIR/../pytorch)")
     tr.add_argument("--sample-tokens", type=int, default=200, metavar="N",
                     help="tokens of text to sample at the end (200; 0: none)")
     return parser
@@ -292,6 +295,8 @@ def main(argv: list[str] | None = None):
             return out
         if args.steps < 1:
             raise UsageError(f"--steps must be at least 1, got {args.steps}")
+        if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
+            raise UsageError(f"--lr must be a finite number > 0, got {args.lr}")
         return train(args.folder, args.steps, args.lr, args.out, args.sample_tokens)
     except (UsageError, TokenizerError) as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)

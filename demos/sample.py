@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> list[str]:
     """Print and return the samples. Bad input: a one-line error and SystemExit(2)."""
     args = build_parser().parse_args(argv)
     try:
-        if args.max_new_tokens < 0 or args.num_samples < 1:
-            raise UsageError("--max-new-tokens must be >= 0 and --num-samples >= 1")
+        if args.max_new_tokens < 0 or args.num_samples < 1 or args.seed < 0:
+            raise UsageError("--max-new-tokens and --seed must be >= 0, and --num-samples >= 1")
         if not (math.isfinite(args.temperature) and args.temperature >= 0) or \
                 (args.top_k is not None and args.top_k < 1) or (args.top_p is not None and not 0 < args.top_p <= 1):
             raise UsageError(f"need a finite --temperature >= 0, --top-k >= 1 and --top-p in (0, 1]; got "
@@ -73,10 +73,15 @@ def main(argv: list[str] | None = None) -> list[str]:
           + (f", top-k {args.top_k}" if args.top_k else "") + (f", top-p {args.top_p}" if args.top_p else "")
           + ("" if args.no_cache else ", KV cache"))
     rng = np.random.default_rng(args.seed)
-    prompts = np.repeat(prompt_ids[None], args.num_samples, axis=0)  # (num_samples, prompt length)
     started = time.perf_counter()
-    out = model.generate(prompts, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
-                         top_p=args.top_p, rng=rng, use_cache=not args.no_cache)
+    try:
+        prompts = np.repeat(prompt_ids[None], args.num_samples, axis=0)  # (num_samples, prompt length)
+        out = model.generate(prompts, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                             top_p=args.top_p, rng=rng, use_cache=not args.no_cache)
+    except MemoryError as err:
+        print(f"{PROG}: error: not enough memory for {args.num_samples:,} samples of {args.max_new_tokens:,} "
+              f"tokens ({err}); ask for fewer", file=sys.stderr)
+        raise SystemExit(2) from None
     seconds = time.perf_counter() - started
     samples = [args.prompt + tokenizer.decode(row[len(prompt_ids):]) for row in out]
     for i, text in enumerate(samples):

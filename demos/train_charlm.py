@@ -374,6 +374,10 @@ def main(argv: list[str] | None = None) -> dict:
     except (UsageError, data.DataError, TokenizerError) as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
+    except MemoryError as err:  # settings too large for this machine (a --batch-size of a billion windows)
+        print(f"{PROG}: error: not enough memory for these settings ({err}); give a smaller --batch-size, "
+              f"--d-model, --n-layer, --vocab-size or --block-size", file=sys.stderr)
+        raise SystemExit(2) from None
     cfg = run.cfg
     python = python_command()
     folder = shlex.quote(str(run.folder))
@@ -398,7 +402,13 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"unigram baseline: {run.unigram_bpb:.2f} bits/byte, {run.unigram_bits_per_token:.2f} bits/token "
           f"(a model that knows only token frequencies)")
 
-    stopped = train(run, args.stop_after, args.quiet)
+    try:
+        stopped = train(run, args.stop_after, args.quiet)
+    except MemoryError as err:
+        print(f"{PROG}: error: ran out of memory at step {run.step + 1} ({err}); the checkpoint in {run.folder} "
+              f"holds the last evaluation. Give a smaller --eval-batches, --batch-size or --sample-chars, or "
+              f"--grad-accum N to take each step in N parts", file=sys.stderr)
+        raise SystemExit(2) from None
     if stopped == "aborted":
         print(f"interrupted during a weight update: nothing saved; the checkpoint in {run.folder} holds the "
               f"last evaluation. Continue with: {python} -m demos.train_charlm --resume {folder}")

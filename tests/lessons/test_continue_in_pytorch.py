@@ -110,6 +110,17 @@ def test_export_out_refuses_a_run_a_file_or_a_non_empty_folder_and_writes_nothin
     train_charlm.main(["--resume", str(small_run), "--steps", "4", "--quiet"])  # the run still resumes
 
 
+def test_train_out_refuses_a_run_before_any_process_starts(small_run, tmp_path, monkeypatch, capsys):
+    """``train --out RUN`` would have written GPT-2's config.json over the run's own, as export did."""
+    exported = continue_in_pytorch.main(["export", str(small_run), "--out", str(tmp_path / "gpt2")])
+    before = files_in(small_run)
+    monkeypatch.setenv("RANK", "0")  # as under torchrun; the check comes before torch is imported
+    with pytest.raises(SystemExit) as exit_info:
+        continue_in_pytorch.main(["train", str(exported), "--out", str(small_run)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "already holds a run" in err and files_in(small_run) == before
+
+
 def test_export_prints_a_torchrun_command_that_works_as_printed(small_run, tmp_path, capsys):
     """By this interpreter (``<python> -m torch.distributed.run``), not a bare ``torchrun`` that is on PATH only
     in an activated venv."""

@@ -615,3 +615,24 @@ def test_a_damaged_run_folder_is_one_line_error_from_every_command(gpt_run, tmp_
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and message in err and err.count("\n") == 1, err
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # nothing written
+
+
+def test_settings_too_large_for_memory_are_one_line_error(text_file, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        train_charlm.main(["--text", str(text_file), *TINY, "--batch-size", str(10**13), "--out",
+                           str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "ran out of memory at step 1" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--num-samples", str(10**13)], "not enough memory for 10,000,000,000,000 samples"),
+    (["--seed", "-1"], "--seed must be >= 0"),
+])
+def test_sample_huge_or_negative_requests_are_one_line_error(gpt_run, capsys, extra, message):
+    from demos import sample
+
+    with pytest.raises(SystemExit) as exit_info:
+        sample.main([str(gpt_run[0]), "--max-new-tokens", "2", *extra])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and message in err and err.count("\n") == 1
