@@ -152,10 +152,11 @@ def stdlib_corpus(max_bytes: int = DEFAULT_MAX_BYTES) -> Corpus:
     path = cache_dir() / f"stdlib-docstrings-{sys.implementation.name}-{version}-{max_bytes}.txt"
     sidecar = path.with_suffix(".json")
     try:
-        text = path.read_text(encoding="ascii")
-        if json.loads(sidecar.read_text())["sha256"] == sha256_of(text):
-            return Corpus(text, source, sha256_of(text), str(path))
-    except (OSError, ValueError, KeyError, TypeError):
+        if path.stat().st_size <= max_bytes and sidecar.stat().st_size <= 4096:  # larger: not this cache's files
+            text = path.read_text(encoding="ascii")
+            if json.loads(sidecar.read_text())["sha256"] == sha256_of(text):
+                return Corpus(text, source, sha256_of(text), str(path))
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         pass  # no cache yet, or a damaged one
     text = build_stdlib_corpus(max_bytes)
     digest = sha256_of(text)

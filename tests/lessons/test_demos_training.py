@@ -59,6 +59,18 @@ def test_stdlib_corpus_is_deterministic_ascii_capped_and_cached(tmp_path):
     assert data.stdlib_corpus(max_bytes=20_000).text == corpus.text
 
 
+@pytest.mark.parametrize("damage", ["an oversized cache file", "a deeply nested sidecar"])
+def test_a_damaged_corpus_cache_is_rebuilt_not_trusted(damage):
+    corpus = data.stdlib_corpus(max_bytes=5_000)
+    path = Path(corpus.cached_at)
+    if damage == "an oversized cache file":
+        path.write_text(corpus.text * 3)  # never read whole: larger than the cap it was built with
+    else:
+        path.with_suffix(".json").write_text("[" * 100_000 + "]" * 100_000)
+    again = data.stdlib_corpus(max_bytes=5_000)
+    assert again.text == corpus.text and path.read_text() == corpus.text
+
+
 def test_stdlib_walk_is_sorted_and_skips_test_folders_and_packages(tmp_path):
     for folder in ["pkg", "pkg/tests", "test", "site-packages/thing", "idlelib/idle_test", "b"]:
         (tmp_path / folder).mkdir(parents=True, exist_ok=True)
