@@ -181,6 +181,8 @@ def text_file_corpus(path, min_chars: int) -> Corpus:
         raise DataError(f"--text {path}: no such file")
     if path.is_dir():
         raise DataError(f"--text {path}: is a folder, not a text file")
+    if not (path.is_file() or path.is_fifo()):  # a device (/dev/zero, /dev/urandom) would be read for ever
+        raise DataError(f"--text {path}: is a device or socket, not a text file")
     try:
         data = path.read_bytes()
     except OSError as err:

@@ -140,6 +140,13 @@ def test_bad_text_files_give_one_clear_error(tmp_path, capsys, content, message)
     assert not (tmp_path / "run").exists()  # nothing was started
 
 
+def test_a_device_as_text_is_one_line_error_not_read_for_ever(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        train_charlm.main(["--text", "/dev/zero", *TINY, "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "is a device or socket, not a text file" in err and err.count("\n") == 1
+
+
 # --------------------------------------------------------------------------------------
 # train_charlm: a tiny run and its folder
 # --------------------------------------------------------------------------------------
