@@ -392,10 +392,15 @@ def resume_run(folder: Path, steps: int | None = None) -> Run:
     except io.CheckpointError as err:
         raise UsageError(str(err).replace("\n", " ")) from None
     extra = checkpoint.extra
-    if not (isinstance(checkpoint.step, int) and isinstance(extra, dict) and
-            isinstance(extra.get("train_losses"), list) and isinstance(extra.get("val_losses"), list) and
-            isinstance(extra.get("seconds"), int | float)):
-        raise UsageError(f"{folder / CHECKPOINT}: not a checkpoint of {PROG} (no step, losses and seconds)")
+    number = (int, float)
+    if not (isinstance(checkpoint.step, int) and isinstance(extra, dict)
+            and isinstance(extra.get("train_losses"), list) and isinstance(extra.get("val_losses"), list)
+            and isinstance(extra.get("seconds"), number)
+            and all(isinstance(v, number) for v in extra["train_losses"])
+            and all(isinstance(v, list) and len(v) == 2 and isinstance(v[0], int) and isinstance(v[1], number)
+                    for v in extra["val_losses"])):
+        raise UsageError(f"{folder / CHECKPOINT}: not a checkpoint of {PROG} (its step, losses and seconds are "
+                         f"missing or not numbers)")
     run.step = checkpoint.step
     run.train_losses = extra["train_losses"]
     run.val_losses = extra["val_losses"]

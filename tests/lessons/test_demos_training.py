@@ -655,3 +655,22 @@ def test_sample_huge_or_negative_requests_are_one_line_error(gpt_run, capsys, ex
         sample.main([str(gpt_run[0]), "--max-new-tokens", "2", *extra])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and message in err and err.count("\n") == 1
+
+
+def test_a_checkpoint_whose_losses_are_not_numbers_is_one_line_error(gpt_run, tmp_path, capsys):
+    """A checkpoint with a matching checksum but an ``extra`` the demo did not write (losses that are strings)."""
+    import shutil
+
+    from minigrad import io
+
+    folder = tmp_path / "run"
+    shutil.copytree(gpt_run[0], folder)
+    path = folder / "checkpoint.safetensors"
+    tensors, meta = io.load_safetensors(path, return_metadata=True)
+    meta["extra"] = json.dumps({"train_losses": ["low"], "val_losses": [], "seconds": 1.0})
+    meta["sha256"] = io._checksum(tensors, {k: v for k, v in meta.items() if k != "sha256"})
+    io.save_safetensors(path, tensors, meta)
+    with pytest.raises(SystemExit) as exit_info:
+        train_charlm.main(["--resume", str(folder), "--steps", "20", "--quiet"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "losses and seconds are missing or not numbers" in err
