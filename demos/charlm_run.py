@@ -229,8 +229,8 @@ def load_corpus(cfg: TrainConfig) -> data.Corpus:
 def new_run(cfg: TrainConfig, folder: Path | None, argv: list[str]) -> Run:
     """A run at step 0, its folder written (config, tokenizer, the step-0 checkpoint) so it can always resume.
 
-    ``folder`` None: a fresh ``runs/charlm-<model>-<time>``. A given folder must not hold a run's files
-    (nothing of a run, or of anything else, is ever overwritten), nor be a file.
+    ``folder`` None: a fresh ``runs/charlm-<model>-<time>``. A given folder must not be a file, nor hold any
+    file a run writes (``check_new_folder``): a new run overwrites nothing.
     """
     if folder is not None:
         check_new_folder(folder)
