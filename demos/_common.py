@@ -40,7 +40,7 @@ def parse_args(argv, demo: str, description: str, pictures: bool = True) -> argp
     return args
 
 
-def set_threads(say: bool = True, prog: str = "minigrad") -> runtime.ThreadChoice:
+def set_threads(say: bool = True, prog: str | None = None) -> runtime.ThreadChoice:
     """Choose BLAS threads for this run (``minigrad.runtime.set_threads``: the cores other work leaves free).
 
     ``say``: print one line with the choice and how to override it (the training demos do). A
@@ -49,6 +49,8 @@ def set_threads(say: bool = True, prog: str = "minigrad") -> runtime.ThreadChoic
     try:
         choice = runtime.set_threads()
     except ValueError as err:
+        script = Path(sys.argv[0]) if sys.argv and sys.argv[0].endswith(".py") else None
+        prog = prog or (f"python -m demos.{script.stem}" if script else "minigrad")  # the command that ran
         print(f"{prog}: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
     if say:

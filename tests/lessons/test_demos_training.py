@@ -561,6 +561,10 @@ def test_a_bad_minigrad_threads_is_one_line_error(text_file, tmp_path, monkeypat
         parse_args([], "induction_heads", "a lesson")
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.startswith("python -m demos.induction_heads: error: MINIGRAD_THREADS")
+    done = subprocess.run([sys.executable, "-m", "demos.seq2seq"], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2], env={**os.environ, "MINIGRAD_THREADS": value})
+    assert done.returncode == 2 and done.stderr.startswith("python -m demos.seq2seq: error: MINIGRAD_THREADS")
+    assert done.stderr.count("\n") == 1
 
 
 @pytest.mark.parametrize("option", ["--temperature", "--lr", "--grad-clip"])
