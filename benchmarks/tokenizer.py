@@ -73,15 +73,15 @@ def step_cost(args) -> str:
 
     import numpy as np
 
-    from demos import train_charlm
+    from demos import charlm_run, train_charlm
 
-    cfg = train_charlm.TrainConfig()
+    cfg = charlm_run.TrainConfig()
     vocabularies = {"char (96)": 96, **{f"BPE {v:,}": v for v in args.vocab_sizes}}
     contenders, sizes = {}, {}
     for name, vocab in vocabularies.items():
         rng = np.random.default_rng(0)
-        model, _ = train_charlm.build_model(cfg, vocab, rng)
-        optimizer, scheduler = train_charlm.build_optimizer(model, cfg)
+        model, _ = charlm_run.build_model(cfg, vocab, rng)
+        optimizer, scheduler = charlm_run.build_optimizer(model, cfg)
         run = types.SimpleNamespace(model=model, cfg=cfg, optimizer=optimizer, scheduler=scheduler, updating=False)
         x, y = rng.integers(0, vocab, size=(2, cfg.batch_size, cfg.block_size))
         contenders[name] = lambda run=run, x=x, y=y: train_charlm.train_step(run, x, y)

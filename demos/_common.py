@@ -8,6 +8,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
+import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -33,20 +36,46 @@ def parse_args(argv, demo: str, description: str, pictures: bool = True) -> argp
     if argv is None and in_notebook():
         argv = []
     args = parser.parse_args(argv)
-    set_threads(say=False)
+    set_threads(say=False, prog=parser.prog)
     return args
 
 
-def set_threads(say: bool = True) -> runtime.ThreadChoice:
+def set_threads(say: bool = True, prog: str | None = None) -> runtime.ThreadChoice:
     """Choose BLAS threads for this run (``minigrad.runtime.set_threads``: the cores other work leaves free).
 
-    ``say``: print one line with the choice and how to override it (the training demos do).
+    ``say``: print one line with the choice and how to override it (the training demos do). A
+    ``MINIGRAD_THREADS`` that is not a thread count is the one-line ``<prog>: error: ...`` and exit code 2.
     """
-    choice = runtime.set_threads()
+    try:
+        choice = runtime.set_threads()
+    except ValueError as err:
+        script = Path(sys.argv[0]) if sys.argv and sys.argv[0].endswith(".py") else None
+        prog = prog or (f"python -m demos.{script.stem}" if script else "minigrad")  # the command that ran
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
     if say:
         count = "as the environment set" if choice.threads is None else f"{choice.threads}"
         print(f"threads: {count} ({choice.reason}; MINIGRAD_THREADS=N to choose)")
     return choice
+
+
+def python_command() -> str:
+    """This interpreter, as a command that works typed in the current folder.
+
+    ``python`` when that is the one on PATH (an activated venv); otherwise its path, relative
+    when it is under the current folder (``.venv/bin/python``): a plain ``python`` would be the
+    system's, without the project's packages.
+    """
+    exe = sys.executable
+    if not exe:
+        return "python"
+    on_path = shutil.which("python")
+    if on_path and os.path.abspath(on_path) == os.path.abspath(exe):
+        return "python"
+    relative = os.path.relpath(exe)
+    if relative.startswith(".."):
+        return shlex.quote(exe)
+    return shlex.quote(relative if os.sep in relative else os.path.join(".", relative))
 
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository

@@ -152,10 +152,11 @@ def stdlib_corpus(max_bytes: int = DEFAULT_MAX_BYTES) -> Corpus:
     path = cache_dir() / f"stdlib-docstrings-{sys.implementation.name}-{version}-{max_bytes}.txt"
     sidecar = path.with_suffix(".json")
     try:
-        text = path.read_text(encoding="ascii")
-        if json.loads(sidecar.read_text())["sha256"] == sha256_of(text):
-            return Corpus(text, source, sha256_of(text), str(path))
-    except (OSError, ValueError, KeyError, TypeError):
+        if path.stat().st_size <= max_bytes and sidecar.stat().st_size <= 4096:  # larger: not this cache's files
+            text = path.read_text(encoding="ascii")
+            if json.loads(sidecar.read_text())["sha256"] == sha256_of(text):
+                return Corpus(text, source, sha256_of(text), str(path))
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         pass  # no cache yet, or a damaged one
     text = build_stdlib_corpus(max_bytes)
     digest = sha256_of(text)
@@ -180,6 +181,8 @@ def text_file_corpus(path, min_chars: int) -> Corpus:
         raise DataError(f"--text {path}: no such file")
     if path.is_dir():
         raise DataError(f"--text {path}: is a folder, not a text file")
+    if not (path.is_file() or path.is_fifo()):  # a device (/dev/zero, /dev/urandom) would be read for ever
+        raise DataError(f"--text {path}: is a device or socket, not a text file")
     try:
         data = path.read_bytes()
     except OSError as err:

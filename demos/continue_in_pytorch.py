@@ -2,7 +2,8 @@
 
     python -m demos.train_charlm --position learned --out runs/small        # a GPT-2-shaped GPT
     python -m demos.continue_in_pytorch export runs/small                   # -> runs/small/gpt2/ (no torch needed)
-    torchrun --standalone --nproc_per_node 2 -m demos.continue_in_pytorch train runs/small/gpt2 --steps 500
+    python -m torch.distributed.run --standalone --nproc_per_node 2 -m demos.continue_in_pytorch \
+        train runs/small/gpt2 --steps 500                                   # torchrun, by the same interpreter
 
 ``export`` writes the run's model in GPT-2's format (``model.save_gpt2``:
 ``model.safetensors`` + ``config.json``, what ``transformers`` reads), its
@@ -11,7 +12,8 @@ stopped, its settings, and the state of the random generator that draws its
 batches. Only GPT-2-shaped models can go: LayerNorm, learned positions, a GELU
 MLP, biases, one key/value head per head (the main demo's default uses rotary
 positions: train with ``--position learned``); ``save_gpt2`` names any option
-that does not fit.
+that does not fit. ``--out`` must be a new or empty folder: export never
+overwrites a file, least of all a run's own.
 
 ``train`` runs under ``torchrun``: each process loads the weights into
 ``transformers.GPT2LMHeadModel``, wraps it in
@@ -42,6 +44,7 @@ import dataclasses
 import json
 import math
 import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -49,7 +52,8 @@ from pathlib import Path
 import numpy as np
 
 from demos import charlm_data as data
-from demos import train_charlm
+from demos import charlm_run
+from demos._common import python_command
 from minigrad.files import atomic_write
 from models.tokenizer import TokenizerError, load_tokenizer
 
@@ -57,8 +61,8 @@ PROG = "python -m demos.continue_in_pytorch"
 HANDOFF = "minigrad_run.json"
 
 
-class UsageError(Exception):
-    """A bad run folder, export folder or option: one line, exit code 2."""
+UsageError = charlm_run.UsageError  # a bad run folder, export folder or option: one line, exit code 2
+MAX_HANDOFF_BYTES = 1 << 22  # a handoff is a few KB (the generator's state is the largest part)
 
 
 # --------------------------------------------------------------------------------------
@@ -67,26 +71,39 @@ class UsageError(Exception):
 
 
 def export(run_dir: Path, out: Path | None = None) -> Path:
-    """Write the run's GPT in GPT-2's format, its tokenizer and its data stream's state to ``out``; returns it."""
-    args = train_charlm.build_parser().parse_args(["--resume", str(run_dir)])
-    try:
-        run = train_charlm.resume_run(run_dir, args)  # the model, optimizer, schedule and generator, as saved
-    except train_charlm.UsageError as err:
-        raise UsageError(str(err).replace("--resume ", "", 1)) from None
+    """Write the run's GPT in GPT-2's format, its tokenizer and its data stream's state to ``out``; returns it.
+
+    ``out`` (default ``RUN_DIR/gpt2``) must be a new or empty folder, checked before anything is read or written.
+    """
+    run_dir = Path(run_dir)
+    out = Path(out) if out is not None else run_dir / "gpt2"
+    check_new_or_empty_folder(out)
+    run = charlm_run.resume_run(run_dir)  # the model, optimizer, schedule and generator, as saved
     if run.cfg.model != "gpt":
         raise UsageError(f"{run_dir}: the run trained an {run.cfg.model.upper()}; only a GPT has GPT-2's format")
-    out = Path(out) if out is not None else Path(run_dir) / "gpt2"
+    settings = json.loads((run_dir / "config.json").read_text())  # read_run_folder has checked it
     try:
         run.model.save_gpt2(out)
     except ValueError as err:
         raise UsageError(str(err)) from None
     run.tokenizer.save(out / "tokenizer.json")
-    settings = json.loads((Path(run_dir) / "config.json").read_text())
     handoff = {"run": str(run_dir), "step": run.step, "train": dataclasses.asdict(run.cfg), "data": settings["data"],
                "last_lr": run.optimizer.param_groups[0]["lr"], "rng_state": run.rng.bit_generator.state,
                "last_val_loss": run.val_losses[-1] if run.val_losses else None}
     atomic_write(out / HANDOFF, json.dumps(handoff, indent=2) + "\n")
     return out
+
+
+def check_new_or_empty_folder(out: Path) -> None:
+    """UsageError unless ``out`` is absent or an empty folder: export and train overwrite nothing (a run's
+    config.json, an earlier result)."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file; give a new or empty folder")
+    if out.is_dir() and any(out.iterdir()):
+        holds = "a run of " + charlm_run.PROG if (out / "config.json").exists() and \
+            (out / charlm_run.CHECKPOINT).exists() else "files"
+        raise UsageError(f"--out {out} already holds {holds}; {PROG} writes only into a new or empty folder "
+                         f"(give another --out, or remove that folder first)")
 
 
 # --------------------------------------------------------------------------------------
@@ -95,32 +112,56 @@ def export(run_dir: Path, out: Path | None = None) -> Path:
 
 
 def load_handoff(folder: Path) -> tuple[dict, object, np.ndarray, np.random.Generator, float]:
-    """(handoff, tokenizer, training ids, the run's batch generator, tokens per byte) from an export folder."""
+    """(handoff, tokenizer, training ids, the run's batch generator, tokens per byte) from an export folder.
+
+    Every value is checked before it is used (sizes, types, the generator's state): a damaged folder is a
+    UsageError naming the file.
+    """
+    folder = Path(folder)
     for name in (HANDOFF, "tokenizer.json", "model.safetensors", "config.json"):
         if not (folder / name).is_file():
             raise UsageError(f"{folder}: no {name} there; make the folder with {PROG} export RUN_DIR")
-    handoff = json.loads((folder / HANDOFF).read_text())
-    cfg = train_charlm.TrainConfig(**handoff["train"])
-    tokenizer = load_tokenizer(folder / "tokenizer.json")
+    where = folder / HANDOFF
+    if where.stat().st_size > MAX_HANDOFF_BYTES:
+        raise UsageError(f"{where}: {where.stat().st_size:,} bytes, not a handoff written by {PROG} export")
     try:
-        corpus = train_charlm.load_corpus(cfg)
-    except (train_charlm.UsageError, data.DataError) as err:
+        handoff = json.loads(where.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as err:
+        raise UsageError(f"{where}: not a handoff written by {PROG} export ({type(err).__name__}: {err})") from None
+    cfg = charlm_run.config_from_settings(handoff, where)
+    rng = np.random.default_rng()
+    try:
+        if isinstance(handoff.get("step"), bool) or not isinstance(handoff.get("step"), int) or \
+                isinstance(handoff.get("last_lr"), bool) or not isinstance(handoff.get("last_lr"), int | float):
+            raise TypeError("'step' must be an int and 'last_lr' a number")
+        rng.bit_generator.state = handoff.get("rng_state")  # the stream minigrad's next step would draw from
+    except (TypeError, ValueError, KeyError) as err:
+        raise UsageError(f"{where}: damaged handoff ({err})") from None
+    try:
+        tokenizer = load_tokenizer(folder / "tokenizer.json")
+        corpus = charlm_run.load_corpus(cfg)
+    except data.DataError as err:
         raise UsageError(str(err)) from None
     if corpus.sha256 != handoff["data"]["sha256"]:
         raise UsageError(f"{folder}: the training text has changed since the run ({corpus.source}: sha256 "
                          f"{corpus.sha256[:12]}, the run used {handoff['data']['sha256'][:12]})")
     train_text, _ = data.split_text(corpus.text, cfg.val_fraction)
     train_ids = tokenizer.encode(train_text)
-    rng = np.random.default_rng()
-    rng.bit_generator.state = handoff["rng_state"]  # the stream minigrad's next step would draw from
     return handoff, tokenizer, train_ids, rng, len(train_ids) / len(train_text.encode("utf-8"))
+
+
+def torchrun_command(folder: Path) -> str:
+    """The command that runs ``train`` on 2 processes, as it works typed here (torchrun by this interpreter)."""
+    return (f"{python_command()} -m torch.distributed.run --standalone --nproc_per_node 2 -m "
+            f"demos.continue_in_pytorch train {shlex.quote(str(folder))}")
 
 
 def train(folder: Path, steps: int, lr: float | None, out: Path | None, sample_tokens: int) -> dict:
     """This process's part of ``steps`` DDP steps; rank 0 prints the losses and saves the result."""
     if "RANK" not in os.environ:
-        raise UsageError(f"train runs under torchrun: torchrun --standalone --nproc_per_node 2 -m "
-                         f"demos.continue_in_pytorch train {folder}")
+        raise UsageError(f"train runs under torchrun: {torchrun_command(folder)}")
+    out = Path(out) if out is not None else Path(folder).parent / "pytorch"
+    check_new_or_empty_folder(out)  # every process, before any of them starts: none writes over a file
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
@@ -137,7 +178,7 @@ def train(folder: Path, steps: int, lr: float | None, out: Path | None, sample_t
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", world))))
     try:
         handoff, tokenizer, train_ids, rng, tokens_per_byte = load_handoff(folder)
-        cfg = train_charlm.TrainConfig(**handoff["train"])
+        cfg = charlm_run.TrainConfig(**handoff["train"])
         batch = cfg.batch_size * cfg.grad_accum  # windows per step, as in the minigrad run
         if batch % world:
             raise UsageError(f"the run's steps hold {batch} windows, which {world} processes cannot share equally; "
@@ -187,7 +228,6 @@ def train(folder: Path, steps: int, lr: float | None, out: Path | None, sample_t
                   "first_batch_loss_before": losses[0] if losses else None, "first_batch_loss_after": first_after,
                   "start_step": handoff["step"]}
         if rank == 0:
-            out = Path(out) if out is not None else folder.parent / "pytorch"
             model.save_pretrained(out)
             shutil.copyfile(folder / "tokenizer.json", out / "tokenizer.json")
             atomic_write(out / "losses.json", json.dumps(result, indent=2) + "\n")
@@ -233,12 +273,13 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     exp = commands.add_parser("export", help="write RUN_DIR's GPT as GPT-2 files + tokenizer (no torch needed)")
     exp.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder of python -m demos.train_charlm")
-    exp.add_argument("--out", type=Path, metavar="DIR", help="where to write (default: RUN_DIR/gpt2)")
+    exp.add_argument("--out", type=Path, metavar="DIR", help="a new or empty folder to write (default: RUN_DIR/gpt2)")
     tr = commands.add_parser("train", help="train the exported model with DDP (run it with torchrun)")
     tr.add_argument("folder", type=Path, metavar="DIR", help="a folder written by export")
     tr.add_argument("--steps", type=int, default=100, help="optimizer steps (100)")
     tr.add_argument("--lr", type=float, help="AdamW's learning rate (default: the rate the run ended on)")
-    tr.add_argument("--out", type=Path, metavar="DIR", help="where to save the result (default: DIR/../pytorch)")
+    tr.add_argument("--out", type=Path, metavar="DIR",
+                    help="a new or empty folder for the result (default: DIR/../pytorch)")
     tr.add_argument("--sample-tokens", type=int, default=200, metavar="N",
                     help="tokens of text to sample at the end (200; 0: none)")
     return parser
@@ -250,10 +291,12 @@ def main(argv: list[str] | None = None):
         if args.command == "export":
             out = export(args.run_dir, args.out)
             print(f"exported to {out}: model.safetensors, config.json (GPT-2), tokenizer.json, {HANDOFF}\n"
-                  f"continue with: torchrun --standalone --nproc_per_node 2 -m demos.continue_in_pytorch train {out}")
+                  f"continue with: {torchrun_command(out)}")
             return out
         if args.steps < 1:
             raise UsageError(f"--steps must be at least 1, got {args.steps}")
+        if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
+            raise UsageError(f"--lr must be a finite number > 0, got {args.lr}")
         return train(args.folder, args.steps, args.lr, args.out, args.sample_tokens)
     except (UsageError, TokenizerError) as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)

@@ -22,7 +22,7 @@ recomputes everything for comparison (the same text for the same seed).
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -30,9 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from demos import charlm_data as data
-from demos import train_charlm
-from minigrad import io
-from models.tokenizer import TokenizerError, load_tokenizer
+from demos.charlm_run import UsageError, load_trained
+from models.tokenizer import TokenizerError
 
 PROG = "python -m demos.sample"
 
@@ -52,41 +51,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_run(folder: Path):
-    """(model, tokenizer, TrainConfig, step) of the run in ``folder``; UsageError if it is not one."""
-    for name in ("config.json", "tokenizer.json", train_charlm.CHECKPOINT):
-        if not (folder / name).is_file():
-            raise train_charlm.UsageError(f"{folder}: no {name} there; give a run folder made by "
-                                          f"{train_charlm.PROG}")
-    try:
-        settings = json.loads((folder / "config.json").read_text())
-        cfg = train_charlm.TrainConfig(**settings["train"])
-        tokenizer = load_tokenizer(folder / "tokenizer.json")
-    except (ValueError, KeyError, TypeError) as err:
-        raise train_charlm.UsageError(f"{folder}: unreadable config.json or tokenizer.json ({err})") from None
-    model, _ = train_charlm.build_model(cfg, tokenizer.vocab_size, np.random.default_rng(0))
-    try:
-        checkpoint = io.load(folder / train_charlm.CHECKPOINT, model)
-    except io.CheckpointError as err:
-        raise train_charlm.UsageError(str(err).replace("\n", " ")) from None
-    model.eval()
-    return model, tokenizer, cfg, checkpoint.step
-
-
 def main(argv: list[str] | None = None) -> list[str]:
     """Print and return the samples. Bad input: a one-line error and SystemExit(2)."""
     args = build_parser().parse_args(argv)
     try:
-        if args.max_new_tokens < 0 or args.num_samples < 1:
-            raise train_charlm.UsageError("--max-new-tokens must be >= 0 and --num-samples >= 1")
-        if args.temperature < 0 or (args.top_k is not None and args.top_k < 1) or \
-                (args.top_p is not None and not 0 < args.top_p <= 1):
-            raise train_charlm.UsageError("need --temperature >= 0, --top-k >= 1 and --top-p in (0, 1]")
-        model, tokenizer, cfg, step = load_run(args.run_dir)
+        if args.max_new_tokens < 0 or args.num_samples < 1 or args.seed < 0:
+            raise UsageError("--max-new-tokens and --seed must be >= 0, and --num-samples >= 1")
+        if not (math.isfinite(args.temperature) and args.temperature >= 0) or \
+                (args.top_k is not None and args.top_k < 1) or (args.top_p is not None and not 0 < args.top_p <= 1):
+            raise UsageError(f"need a finite --temperature >= 0, --top-k >= 1 and --top-p in (0, 1]; got "
+                             f"--temperature {args.temperature}, --top-k {args.top_k}, --top-p {args.top_p}")
+        model, tokenizer, cfg, step = load_trained(args.run_dir)
         if not args.prompt:
-            raise train_charlm.UsageError("--prompt is empty; give at least one character")
+            raise UsageError("--prompt is empty; give at least one character")
         prompt_ids = tokenizer.encode(args.prompt)
-    except (train_charlm.UsageError, data.DataError, TokenizerError) as err:
+    except (UsageError, data.DataError, TokenizerError) as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
 
@@ -94,10 +73,15 @@ def main(argv: list[str] | None = None) -> list[str]:
           + (f", top-k {args.top_k}" if args.top_k else "") + (f", top-p {args.top_p}" if args.top_p else "")
           + ("" if args.no_cache else ", KV cache"))
     rng = np.random.default_rng(args.seed)
-    prompts = np.repeat(prompt_ids[None], args.num_samples, axis=0)  # (num_samples, prompt length)
     started = time.perf_counter()
-    out = model.generate(prompts, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
-                         top_p=args.top_p, rng=rng, use_cache=not args.no_cache)
+    try:
+        prompts = np.repeat(prompt_ids[None], args.num_samples, axis=0)  # (num_samples, prompt length)
+        out = model.generate(prompts, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                             top_p=args.top_p, rng=rng, use_cache=not args.no_cache)
+    except MemoryError as err:
+        print(f"{PROG}: error: not enough memory for {args.num_samples:,} samples of {args.max_new_tokens:,} "
+              f"tokens ({err}); ask for fewer", file=sys.stderr)
+        raise SystemExit(2) from None
     seconds = time.perf_counter() - started
     samples = [args.prompt + tokenizer.decode(row[len(prompt_ids):]) for row in out]
     for i, text in enumerate(samples):

@@ -194,8 +194,11 @@ def load(path, model=None, optimizer=None, rng: np.random.Generator | None = Non
         raise CheckpointError(f"{where}: checksum mismatch: the file is corrupted (its bytes changed after saving)")
     try:
         fields = {k: json.loads(meta[k]) for k in ("step", "config", "extra", "optimizer", "scheduler", "rng")}
-    except (KeyError, ValueError) as err:
-        raise CheckpointError(f"{where}: damaged metadata ({err})") from None
+    except (KeyError, ValueError, RecursionError) as err:
+        raise CheckpointError(f"{where}: damaged metadata ({type(err).__name__}: {err})") from None
+    damaged = _metadata_problems(fields)
+    if damaged:
+        raise CheckpointError(f"{where}: damaged metadata: " + "; ".join(damaged))
 
     model_state = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
     optim_arrays = {k[len("optim."):]: v for k, v in tensors.items() if k.startswith("optim.")}
@@ -203,11 +206,14 @@ def load(path, model=None, optimizer=None, rng: np.random.Generator | None = Non
     if model is not None:
         problems += _model_problems(model, model_state, strict)
     optimizer_state = _optimizer_state(fields["optimizer"], optim_arrays, problems)
-    if optimizer is not None:
-        problems += _optimizer_problems(optimizer, fields["optimizer"], optimizer_state)
     scheduler_saved = fields["scheduler"]
-    if scheduler is not None:
-        problems += _scheduler_problems(scheduler, scheduler_saved)
+    try:  # the saved values have the right shapes of JSON; their contents are each owner's to judge
+        if optimizer is not None:
+            problems += _optimizer_problems(optimizer, fields["optimizer"], optimizer_state)
+        if scheduler is not None:
+            problems += _scheduler_problems(scheduler, scheduler_saved)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as err:
+        problems.append(f"damaged optimizer or scheduler state ({type(err).__name__}: {err})")
     if rng is not None:
         problems += _rng_problems(rng, fields["rng"])
     if problems:
@@ -230,6 +236,26 @@ def load(path, model=None, optimizer=None, rng: np.random.Generator | None = Non
 # --------------------------------------------------------------------------------------
 # The checks behind load's single error
 # --------------------------------------------------------------------------------------
+
+
+def _metadata_problems(fields: dict) -> list[str]:
+    """What in the parsed metadata is not the JSON ``save`` writes (checked before anything reads into it)."""
+    problems = []
+    step, opt, sched, rng = fields["step"], fields["optimizer"], fields["scheduler"], fields["rng"]
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+        problems.append(f"step is {step!r}, not an int")
+    if opt is not None:
+        if not (isinstance(opt, dict) and isinstance(opt.get("class"), str) and isinstance(opt.get("param_groups"),
+                                                                                             list)
+                and all(isinstance(g, dict) for g in opt["param_groups"]) and isinstance(opt.get("state"), dict)
+                and all(k.isdigit() and isinstance(v, dict) for k, v in opt["state"].items())):
+            problems.append("the optimizer entry is not {class, param_groups: [dict], state: {index: dict}}")
+    if sched is not None and not (isinstance(sched, dict) and isinstance(sched.get("class"), str)
+                                  and isinstance(sched.get("state"), dict)):
+        problems.append("the scheduler entry is not {class, state: dict}")
+    if rng is not None and not isinstance(rng, dict):
+        problems.append(f"the rng entry is a {type(rng).__name__}, not a dict")
+    return problems
 
 
 def _model_problems(model, saved: dict[str, np.ndarray], strict: bool) -> list[str]:
@@ -288,7 +314,7 @@ def _rng_problems(rng, saved: dict | None) -> list[str]:
         return [f"rng: the checkpoint holds {saved.get('bit_generator')} state, the generator uses {ours}"]
     try:  # set on a spare generator first, so a damaged state is found before anything is loaded
         type(rng.bit_generator)().state = saved
-    except (TypeError, ValueError, KeyError) as err:
+    except (TypeError, ValueError, KeyError, OverflowError) as err:
         return [f"rng: the saved {ours} state cannot be restored ({err})"]
     return []
 

@@ -71,16 +71,30 @@ def sample_next(logits, temperature: float = 1.0, top_k: int | None = None, top_
                 rng: np.random.Generator | int | None = None) -> np.ndarray:
     """One token id per row of ``logits`` (B, V): argmax when temperature is 0, else a draw. Returns (B,) int64.
 
-    ``rng``: a NumPy Generator or seed; None draws from ``minigrad.nn``'s default generator.
+    ``rng``: a NumPy Generator or seed; None draws from ``minigrad.nn``'s default generator. The logits
+    are shifted so that each row's largest is 0 *before* dividing by the temperature, in float64: however
+    small the temperature (1e-38 in float32), the division cannot overflow into NaN, and the draw tends to
+    the argmax (split evenly among tied maxima), as it should. A row holding NaN or +inf, or only -inf,
+    names no distribution: it is a ValueError naming the row, never a quiet token 0.
     """
     check_sampling(temperature, top_k, top_p, "sample_next")
     logits = np.asarray(logits.data if isinstance(logits, Tensor) else logits)
     if logits.ndim != 2:
         raise ValueError(f"sample_next: logits must be (batch, vocab_size), got shape {logits.shape}")
+    top = logits.max(axis=-1, keepdims=True) if logits.shape[-1] else np.full((len(logits), 1), np.nan)  # (B, 1)
+    broken = ~np.isfinite(top[:, 0])
+    if broken.any():
+        row = int(np.argmax(broken))
+        what = "hold NaN" if np.isnan(logits[row]).any() else "hold +inf" if np.isposinf(top[row, 0]) else \
+            "are all -inf" if logits.shape[-1] else "are empty (vocab_size 0)"
+        raise ValueError(f"sample_next: the logits of row {row} {what}, so they give no distribution to sample "
+                         f"from (a model that diverged, or a mask that hides every token)")
     if temperature == 0:
         return logits.argmax(axis=-1).astype(np.int64)
     rng = init.default_rng() if rng is None else np.random.default_rng(rng)
-    probs = _softmax(filter_logits(logits / temperature, top_k, top_p))  # (B, V), float64
+    with np.errstate(over="ignore"):  # a tiny temperature sends the non-maximal logits to -inf: probability 0
+        scaled = (logits.astype(np.float64) - top) / float(temperature)  # (B, V), each row's largest 0
+    probs = _softmax(filter_logits(scaled, top_k, top_p))  # (B, V), float64
     # Inverse-CDF sampling: the first token whose cumulative probability passes a uniform draw.
     u = rng.random((probs.shape[0], 1))  # (B, 1)
     cdf = np.cumsum(probs, axis=-1)

@@ -44,7 +44,9 @@ becomes U+FFFD); ``decode_bytes`` returns the exact bytes, and
 every byte string.
 
 Saved as a small JSON file (``{"type": "bpe", "merges": [[a, b], ...],
-"special_tokens": {...}}``), written atomically. ``CharTokenizer`` (one id per
+"special_tokens": {...}}``), written atomically. Loading checks every value's
+type, and bounds what it allocates (the file's size, the bytes its merges
+spell) before building anything. ``CharTokenizer`` (one id per
 distinct character of the training text) saves as ``{"type": "char", ...}``;
 ``load_tokenizer`` reads either, and any other file is a clear error.
 """
@@ -72,6 +74,13 @@ GPT2_SPLIT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s
 # matches U+001C..U+001F (the information separators), which are not White_Space.
 _WHITE_SPACE = [(0x09, 0x0D), (0x20, 0x20), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A),
                 (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000)]
+
+
+# Bounds on what loading a file may allocate. A tokenizer file this module writes is ~12 bytes a merge, and its
+# tokens spell a few bytes each; a damaged or hostile file (merges that each double a token's length) could
+# otherwise make a 600-byte file ask for terabytes.
+MAX_FILE_BYTES = 64 << 20
+MAX_VOCAB_BYTES = 64 << 20  # the bytes of all tokens together
 
 
 class TokenizerError(ValueError):
@@ -142,6 +151,15 @@ class BPETokenizer:
 
     def __init__(self, merges, special_tokens=(ENDOFTEXT,)):
         self.merges = [(int(a), int(b)) for a, b in merges]
+        lengths = [1] * 256  # each token's length in bytes, counted before any token is spelled out
+        for i, (a, b) in enumerate(self.merges):
+            if not (0 <= a < 256 + i and 0 <= b < 256 + i):
+                raise TokenizerError(f"BPETokenizer: merge {i} is {(a, b)}; each merge joins two earlier tokens "
+                                     f"(ids 0 to {256 + i - 1})")
+            lengths.append(lengths[a] + lengths[b])
+        if sum(lengths) > MAX_VOCAB_BYTES:
+            raise TokenizerError(f"BPETokenizer: the merges spell tokens of {sum(lengths):,} bytes in all (the "
+                                 f"longest {max(lengths):,}), more than the {MAX_VOCAB_BYTES:,} a tokenizer may hold")
         self.ranks = {pair: 256 + i for i, pair in enumerate(self.merges)}  # pair -> the id it merges into
         self.vocab = [bytes([i]) for i in range(256)]  # id -> its bytes
         for a, b in self.merges:
@@ -319,10 +337,15 @@ class BPETokenizer:
         if len({tuple(p) for p in merges}) != len(merges):
             raise TokenizerError(f"{where}: the same pair is merged twice")
         expected = list(range(256 + len(merges), 256 + len(merges) + len(specials)))
-        if sorted(specials.values()) != expected or not all(isinstance(s, str) and s for s in specials):
+        ids_are_ints = all(type(i) is int for i in specials.values())
+        if not ids_are_ints or sorted(specials.values()) != expected or not all(isinstance(s, str) and s
+                                                                               for s in specials):
             raise TokenizerError(f"{where}: special tokens must be non-empty strings with the ids after the "
                                  f"merges ({expected}), got {specials}")
-        return cls(merges, sorted(specials, key=specials.get))
+        try:
+            return cls(merges, sorted(specials, key=specials.get))
+        except TokenizerError as err:
+            raise TokenizerError(f"{where}: {err}") from None
 
     @classmethod
     def load(cls, path) -> BPETokenizer:
@@ -404,11 +427,18 @@ def load_tokenizer(path, expect: type | None = None) -> CharTokenizer | BPEToken
 
 def _read_tokenizer(path) -> CharTokenizer | BPETokenizer:
     try:
+        size = Path(path).stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise TokenizerError(f"{path}: {size:,} bytes, larger than any tokenizer file ({MAX_FILE_BYTES:,} at "
+                                 f"most)")
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as err:
         raise TokenizerError(f"{path}: cannot be read ({err.strerror})") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise TokenizerError(f"{path}: not a tokenizer file (not JSON text: {err})") from None
+    except RecursionError:
+        raise TokenizerError(f"{path}: not a tokenizer file (its JSON is nested deeper than the parser goes)") \
+            from None
     if not isinstance(data, dict):
         raise TokenizerError(f"{path}: not a tokenizer file (the JSON is a {type(data).__name__}, not an object)")
     kind = data.get("type")

@@ -372,6 +372,37 @@ def test_edited_metadata_fails_the_checksum(saved):
         io.load(path)
 
 
+def rewrite_metadata(path, **changes):
+    """The checkpoint at ``path`` with metadata entries replaced (raw JSON strings), its checksum made to match:
+    a file damaged so that only the loader's own checks can tell."""
+    tensors, meta = io.load_safetensors(path, return_metadata=True)
+    meta.update(changes)
+    meta["sha256"] = io._checksum(tensors, {k: v for k, v in meta.items() if k != "sha256"})
+    io.save_safetensors(path, tensors, meta)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"step": "[" * 100_000 + "]" * 100_000}, "damaged metadata \\(RecursionError"),
+    ({"step": '"seven"'}, "step is 'seven', not an int"),
+    ({"optimizer": "[1, 2]"}, "the optimizer entry is not"),
+    ({"optimizer": '{"class": "AdamW", "param_groups": [7], "state": {}}'}, "the optimizer entry is not"),
+    ({"optimizer": '{"class": "AdamW", "param_groups": [], "state": {"x": {}}}'}, "the optimizer entry is not"),
+    ({"scheduler": '"cosine"'}, "the scheduler entry is not"),
+    ({"rng": "[1, 2, 3]"}, "the rng entry is a list"),
+    ({"rng": '{"bit_generator": "PCG64", "state": {"state": "x", "inc": 1}, "has_uint32": 0, "uinteger": 0}'},
+     "rng: the saved PCG64 state cannot be restored"),
+])
+def test_damaged_metadata_with_a_matching_checksum_is_a_checkpoint_error(saved, changes, message):
+    """Every damaged file is the loader's own error, before anything is loaded: never a raw TypeError,
+    AttributeError or RecursionError from deep inside it."""
+    path, _, (model, opt, rng) = saved
+    before = snapshot(model, opt, rng)
+    rewrite_metadata(path, **changes)
+    with pytest.raises(CheckpointError, match=message):
+        io.load(path, model, opt, rng=rng)
+    assert_unchanged(before, model, opt, rng)
+
+
 def test_files_that_are_not_checkpoints(tmp_path):
     text = tmp_path / "notes.txt"
     text.write_text("these are not the weights you are looking for\n" * 10)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from demos import continue_in_pytorch, train_charlm
+from demos import charlm_run, continue_in_pytorch, train_charlm
 from models import GPT
 
 TINY = ["--block-size", "16", "--batch-size", "4", "--n-layer", "1", "--n-head", "2", "--d-model", "16",
@@ -64,7 +64,7 @@ def test_pytorch_ddp_continues_where_minigrad_stopped(text_file, tmp_path):
 
 def first_batch(exported: Path):
     handoff, _, train_ids, rng, _ = continue_in_pytorch.load_handoff(exported)
-    cfg = train_charlm.TrainConfig(**handoff["train"])
+    cfg = charlm_run.TrainConfig(**handoff["train"])
     from demos import charlm_data
 
     return charlm_data.get_batch(train_ids, cfg.batch_size * cfg.grad_accum, cfg.block_size, rng)
@@ -79,6 +79,57 @@ def test_export_names_what_gpt2_cannot_hold(text_file, tmp_path, capsys):
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "position='rope' (GPT-2: 'learned')" in err and "--position learned" in err
     assert not (run / "gpt2" / "model.safetensors").exists()
+
+
+@pytest.fixture(scope="module")
+def small_run(text_file, tmp_path_factory):
+    run = tmp_path_factory.mktemp("runs") / "small"
+    train_charlm.main(["--text", str(text_file), *TINY, "--steps", "3", "--out", str(run)])
+    return run
+
+
+def files_in(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("where, message", [
+    (lambda run, tmp: run, "already holds a run of python -m demos.train_charlm"),
+    (lambda run, tmp: run / "config.json", "is a file"),
+    (lambda run, tmp: tmp, "already holds files"),
+])
+def test_export_out_refuses_a_run_a_file_or_a_non_empty_folder_and_writes_nothing(small_run, tmp_path, capsys,
+                                                                                   where, message):
+    (tmp_path / "notes.txt").write_text("mine")
+    out = where(small_run, tmp_path)
+    before_run, before_tmp = files_in(small_run), files_in(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        continue_in_pytorch.main(["export", str(small_run), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert files_in(small_run) == before_run and files_in(tmp_path) == before_tmp  # not one byte written
+    train_charlm.main(["--resume", str(small_run), "--steps", "4", "--quiet"])  # the run still resumes
+
+
+def test_train_out_refuses_a_run_before_any_process_starts(small_run, tmp_path, monkeypatch, capsys):
+    """``train --out RUN`` would have written GPT-2's config.json over the run's own, as export did."""
+    exported = continue_in_pytorch.main(["export", str(small_run), "--out", str(tmp_path / "gpt2")])
+    before = files_in(small_run)
+    monkeypatch.setenv("RANK", "0")  # as under torchrun; the check comes before torch is imported
+    with pytest.raises(SystemExit) as exit_info:
+        continue_in_pytorch.main(["train", str(exported), "--out", str(small_run)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "already holds a run" in err and files_in(small_run) == before
+
+
+def test_export_prints_a_torchrun_command_that_works_as_printed(small_run, tmp_path, capsys):
+    """By this interpreter (``<python> -m torch.distributed.run``), not a bare ``torchrun`` that is on PATH only
+    in an activated venv."""
+    from demos._common import python_command
+
+    out = continue_in_pytorch.main(["export", str(small_run), "--out", str(tmp_path / "gpt2")])
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("continue with:"))
+    assert line == (f"continue with: {python_command()} -m torch.distributed.run --standalone --nproc_per_node 2 "
+                    f"-m demos.continue_in_pytorch train {out}")
 
 
 def test_train_outside_torchrun_and_a_missing_export_are_clear_errors(tmp_path, capsys):

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from demos import sample, train_charlm
+from demos import charlm_run, sample, train_charlm
+from demos._common import python_command
 from minigrad import optim
 from models import GPT, GPTConfig
 from models.tokenizer import BPETokenizer, load_tokenizer
@@ -90,8 +91,8 @@ def test_a_bpe_run_resumes_exactly(text_file, tmp_path, bpe_run):
 
 def tiny_float64_run(grad_accum: int, grad_clip: float):
     model = GPT(GPTConfig(vocab_size=11, block_size=6, n_layer=1, n_head=2, d_model=8), seed=0).double()
-    cfg = train_charlm.TrainConfig(grad_accum=grad_accum, grad_clip=grad_clip, steps=10, warmup_steps=0)
-    optimizer, scheduler = train_charlm.build_optimizer(model, cfg)
+    cfg = charlm_run.TrainConfig(grad_accum=grad_accum, grad_clip=grad_clip, steps=10, warmup_steps=0)
+    optimizer, scheduler = charlm_run.build_optimizer(model, cfg)
     return types.SimpleNamespace(model=model, cfg=cfg, optimizer=optimizer, scheduler=scheduler, updating=False)
 
 
@@ -135,6 +136,18 @@ def test_the_demo_with_grad_accum_matches_one_batch_four_times_larger(text_file,
                                "--out", str(tmp_path / "accum")])
     # The same windows each step (drawn as one batch, then split); float32 sums in another order.
     np.testing.assert_allclose(accum["train_losses"], big["train_losses"], rtol=2e-5)
+
+
+def test_grad_accum_validates_on_the_windows_of_the_larger_batch(text_file, tmp_path):
+    """The validation batches are drawn as the training ones are (B x N windows), so the validation losses
+    of --batch-size 2 --grad-accum 4 are those of --batch-size 8, as the README says."""
+    common = ["--text", str(text_file), *TINY, "--steps", "4", "--sample-every", "0"]
+    at = common.index("--batch-size")
+    big = train_charlm.main([*common[:at], *common[at + 2:], "--batch-size", "8", "--out", str(tmp_path / "big")])
+    accum = train_charlm.main([*common[:at], *common[at + 2:], "--batch-size", "2", "--grad-accum", "4",
+                               "--out", str(tmp_path / "accum")])
+    assert [s for s, _ in accum["val_losses"]] == [s for s, _ in big["val_losses"]] == [4]
+    np.testing.assert_allclose([v for _, v in accum["val_losses"]], [v for _, v in big["val_losses"]], rtol=2e-5)
 
 
 # --------------------------------------------------------------------------------------
@@ -205,15 +218,15 @@ def test_python_command_is_one_that_works_where_it_is_printed(monkeypatch, tmp_p
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "executable", str(venv_python))
     monkeypatch.setenv("PATH", "/nonexistent")
-    assert train_charlm.python_command() == ".venv/bin/python"  # the project's venv, not activated
+    assert python_command() == ".venv/bin/python"  # the project's venv, not activated
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
-    assert train_charlm.python_command() == str(venv_python)  # outside the project: the full path
+    assert python_command() == str(venv_python)  # outside the project: the full path
     venv_python.parent.mkdir(parents=True)
     venv_python.write_text("#!/bin/sh\n")
     venv_python.chmod(0o755)
     monkeypatch.setenv("PATH", str(venv_python.parent))
-    assert train_charlm.python_command() == "python"  # activated: python is this one
+    assert python_command() == "python"  # activated: python is this one
 
 
 def test_the_printed_sample_command_runs_as_printed(text_file, tmp_path, capsys):
@@ -221,7 +234,7 @@ def test_the_printed_sample_command_runs_as_printed(text_file, tmp_path, capsys)
     train_charlm.main(["--text", str(text_file), *TINY, "--steps", "3", "--out", str(folder)])
     line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("sample more:"))
     command = line.removeprefix("sample more:").strip()
-    assert command.startswith(train_charlm.python_command())
+    assert command.startswith(python_command())
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])  # the checkout, wherever pytest runs from
     done = subprocess.run([*shlex.split(command), "--max-new-tokens", "5"], capture_output=True, text=True,

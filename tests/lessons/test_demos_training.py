@@ -12,12 +12,16 @@ import os
 import re
 import signal
 import string
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from demos import charlm_data as data
-from demos import train_charlm
+from demos import charlm_run, train_charlm
+from demos._common import python_command
 from models.tokenizer import CharTokenizer, TokenizerError
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
@@ -53,6 +57,18 @@ def test_stdlib_corpus_is_deterministic_ascii_capped_and_cached(tmp_path):
     with open(corpus.cached_at, "w") as f:
         f.write("tampered")
     assert data.stdlib_corpus(max_bytes=20_000).text == corpus.text
+
+
+@pytest.mark.parametrize("damage", ["an oversized cache file", "a deeply nested sidecar"])
+def test_a_damaged_corpus_cache_is_rebuilt_not_trusted(damage):
+    corpus = data.stdlib_corpus(max_bytes=5_000)
+    path = Path(corpus.cached_at)
+    if damage == "an oversized cache file":
+        path.write_text(corpus.text * 3)  # never read whole: larger than the cap it was built with
+    else:
+        path.with_suffix(".json").write_text("[" * 100_000 + "]" * 100_000)
+    again = data.stdlib_corpus(max_bytes=5_000)
+    assert again.text == corpus.text and path.read_text() == corpus.text
 
 
 def test_stdlib_walk_is_sorted_and_skips_test_folders_and_packages(tmp_path):
@@ -124,6 +140,13 @@ def test_bad_text_files_give_one_clear_error(tmp_path, capsys, content, message)
     assert not (tmp_path / "run").exists()  # nothing was started
 
 
+def test_a_device_as_text_is_one_line_error_not_read_for_ever(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        train_charlm.main(["--text", "/dev/zero", *TINY, "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "is a device or socket, not a text file" in err and err.count("\n") == 1
+
+
 # --------------------------------------------------------------------------------------
 # train_charlm: a tiny run and its folder
 # --------------------------------------------------------------------------------------
@@ -138,7 +161,7 @@ def gpt_run(text_file, tmp_path_factory):
 
 def test_run_folder_holds_everything_promised(gpt_run, text_file):
     folder, metrics = gpt_run
-    expected = set(train_charlm.RUN_FILES) - (set() if HAS_MATPLOTLIB else {"loss_curve.png"})
+    expected = set(charlm_run.RUN_FILES) - (set() if HAS_MATPLOTLIB else {"loss_curve.png"})
     assert expected <= {p.name for p in folder.iterdir()}
     assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]  # atomic writes leave nothing behind
     settings = json.loads((folder / "config.json").read_text())
@@ -169,8 +192,8 @@ def test_checkpoint_loads_into_a_fresh_model(gpt_run):
 
     folder, _ = gpt_run
     settings = json.loads((folder / "config.json").read_text())
-    cfg = train_charlm.TrainConfig(**settings["train"])
-    model, _ = train_charlm.build_model(cfg, settings["data"]["vocab_size"], np.random.default_rng(123))
+    cfg = charlm_run.TrainConfig(**settings["train"])
+    model, _ = charlm_run.build_model(cfg, settings["data"]["vocab_size"], np.random.default_rng(123))
     checkpoint = io.load(folder / "checkpoint.safetensors", model)
     assert checkpoint.step == 16 and checkpoint.config == settings["model"]
 
@@ -182,7 +205,7 @@ def test_printed_summary_says_where_everything_is(text_file, tmp_path, capsys):
     assert "unigram baseline:" in out and "bits/byte" in out
     for name in ("checkpoint.safetensors", "config.json", "tokenizer.json", "metrics.json", "samples.txt"):
         assert str(folder / name) in out
-    assert f"{train_charlm.python_command()} -m demos.sample {folder}" in out
+    assert f"{python_command()} -m demos.sample {folder}" in out
 
 
 def test_steps_alone_scales_the_default_warmup():
@@ -482,3 +505,176 @@ def test_seq2seq_demo_runs(tmp_path, capsys):
     assert "exact match on 40 held-out strings" in out and "nats per output token" in out
     if HAS_MATPLOTLIB:
         assert (tmp_path / "seq2seq_cross_attention.png").read_bytes()[:8] == PNG_MAGIC
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--temperature", "inf"], "finite --temperature"),
+    (["--temperature", "nan"], "finite --temperature"),
+])
+def test_sample_non_finite_temperature_is_one_line_error(gpt_run, capsys, extra, message):
+    from demos import sample
+
+    folder, _ = gpt_run
+    with pytest.raises(SystemExit) as exit_info:
+        sample.main([str(folder), *extra])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and message in err and err.count("\n") == 1
+
+
+# --------------------------------------------------------------------------------------
+# One-line errors, never a traceback; nothing overwritten
+# --------------------------------------------------------------------------------------
+
+
+def test_out_an_existing_file_is_one_line_error_and_the_file_is_kept(text_file, tmp_path, capsys):
+    target = tmp_path / "notes.txt"
+    target.write_text("mine")
+    with pytest.raises(SystemExit) as exit_info:
+        train_charlm.main(["--text", str(text_file), *TINY, "--out", str(target)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "is a file, not a folder" in err and err.count("\n") == 1
+    assert target.read_text() == "mine"
+
+
+def test_out_a_folder_with_a_runs_file_names_is_refused_before_writing(text_file, tmp_path, capsys):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "samples.txt").write_text("my own notes")
+    with pytest.raises(SystemExit) as exit_info:
+        train_charlm.main(["--text", str(text_file), *TINY, "--out", str(folder)])
+    assert exit_info.value.code == 2 and "already has samples.txt" in capsys.readouterr().err
+    assert [p.name for p in folder.iterdir()] == ["samples.txt"] and (folder / "samples.txt").read_text() == \
+        "my own notes"
+
+
+@pytest.mark.parametrize("value", ["0", "abc", "-2"])
+def test_a_bad_minigrad_threads_is_one_line_error(text_file, tmp_path, monkeypatch, capsys, value):
+    from demos._common import parse_args
+
+    monkeypatch.setenv("MINIGRAD_THREADS", value)
+    with pytest.raises(SystemExit) as exit_info:
+        train_charlm.main(["--text", str(text_file), *TINY, "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.startswith("python -m demos.train_charlm: error: MINIGRAD_THREADS")
+    assert err.count("\n") == 1 and not (tmp_path / "run").exists()
+    with pytest.raises(SystemExit) as exit_info:  # the lessons' own command line, the same way
+        parse_args([], "induction_heads", "a lesson")
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.startswith("python -m demos.induction_heads: error: MINIGRAD_THREADS")
+    done = subprocess.run([sys.executable, "-m", "demos.seq2seq"], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2], env={**os.environ, "MINIGRAD_THREADS": value})
+    assert done.returncode == 2 and done.stderr.startswith("python -m demos.seq2seq: error: MINIGRAD_THREADS")
+    assert done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("option", ["--temperature", "--lr", "--grad-clip"])
+@pytest.mark.parametrize("value", ["inf", "nan"])
+def test_a_non_finite_setting_is_one_line_error(text_file, tmp_path, capsys, option, value):
+    with pytest.raises(SystemExit) as exit_info:
+        train_charlm.main(["--text", str(text_file), *TINY, option, value, "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and f"{option} must be" in err and err.count("\n") == 1
+
+
+def test_a_demo_under_an_interpreter_without_the_dependencies_says_which_to_use():
+    """``python -m demos.quickstart`` with the system's Python: one line naming .venv/bin/python, no traceback.
+    (``-S``: this interpreter without its site-packages, so numpy and the rest are missing.)"""
+    done = subprocess.run([sys.executable, "-S", "-m", "demos.quickstart"], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2], timeout=60)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "lacks minigrad's dependencies" in done.stderr and ".venv/bin/python -m demos.quickstart" in done.stderr
+
+
+# --------------------------------------------------------------------------------------
+# A damaged run folder: the loader's own one-line error, before anything is allocated
+# --------------------------------------------------------------------------------------
+
+
+def damage(folder, name, edit):
+    path = folder / name
+    path.write_text(edit(path.read_text()))
+
+
+def edit_setting(key, value):
+    def edit(text):
+        settings = json.loads(text)
+        settings["train"][key] = value
+        return json.dumps(settings)
+    return edit
+
+
+DOUBLING_MERGES = json.dumps({"type": "bpe", "version": 1, "pretokenizer": "gpt2", "special_tokens": {"<e>": 296},
+                              "merges": [[97, 97]] + [[256 + i, 256 + i] for i in range(39)]})
+
+
+@pytest.mark.parametrize("name, edit, message", [
+    ("config.json", edit_setting("d_model", 1_000_000), "cannot hold the GPT the settings describe"),
+    ("config.json", edit_setting("n_layer", "2"), "setting 'n_layer' is '2'; it must be a finite int"),
+    ("config.json", edit_setting("lr", None), "setting 'lr' is None"),
+    ("config.json", edit_setting("block_size", 0), "--block-size must be at least 1"),
+    ("config.json", edit_setting("surprise", 1), "unknown settings ['surprise']"),
+    ("config.json", lambda text: "[" * 100_000 + "]" * 100_000, "not a run's settings (RecursionError"),
+    ("config.json", lambda text: "[]", "not a run's settings"),
+    ("tokenizer.json", lambda text: DOUBLING_MERGES, "spell tokens of 2,199,023,255,806 bytes"),
+    ("tokenizer.json", lambda text: '{"type": "char", "chars": [1, 2]}', "distinct single characters"),
+])
+@pytest.mark.parametrize("command", ["sample", "resume", "export"])
+def test_a_damaged_run_folder_is_one_line_error_from_every_command(gpt_run, tmp_path, capsys, name, edit, message,
+                                                                   command):
+    import shutil
+
+    from demos import continue_in_pytorch, sample
+
+    folder = tmp_path / "damaged"
+    shutil.copytree(gpt_run[0], folder)
+    damage(folder, name, edit)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    run = {"sample": lambda: sample.main([str(folder)]),
+           "resume": lambda: train_charlm.main(["--resume", str(folder), "--steps", "20", "--quiet"]),
+           "export": lambda: continue_in_pytorch.main(["export", str(folder)])}[command]
+    with pytest.raises(SystemExit) as exit_info:
+        run()
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and message in err and err.count("\n") == 1, err
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before  # nothing written
+
+
+def test_settings_too_large_for_memory_are_one_line_error(text_file, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        train_charlm.main(["--text", str(text_file), *TINY, "--batch-size", str(10**13), "--out",
+                           str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "ran out of memory at step 1" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--num-samples", str(10**13)], "not enough memory for 10,000,000,000,000 samples"),
+    (["--seed", "-1"], "--seed must be >= 0"),
+])
+def test_sample_huge_or_negative_requests_are_one_line_error(gpt_run, capsys, extra, message):
+    from demos import sample
+
+    with pytest.raises(SystemExit) as exit_info:
+        sample.main([str(gpt_run[0]), "--max-new-tokens", "2", *extra])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and message in err and err.count("\n") == 1
+
+
+def test_a_checkpoint_whose_losses_are_not_numbers_is_one_line_error(gpt_run, tmp_path, capsys):
+    """A checkpoint with a matching checksum but an ``extra`` the demo did not write (losses that are strings)."""
+    import shutil
+
+    from minigrad import io
+
+    folder = tmp_path / "run"
+    shutil.copytree(gpt_run[0], folder)
+    path = folder / "checkpoint.safetensors"
+    tensors, meta = io.load_safetensors(path, return_metadata=True)
+    meta["extra"] = json.dumps({"train_losses": ["low"], "val_losses": [], "seconds": 1.0})
+    meta["sha256"] = io._checksum(tensors, {k: v for k, v in meta.items() if k != "sha256"})
+    io.save_safetensors(path, tensors, meta)
+    with pytest.raises(SystemExit) as exit_info:
+        train_charlm.main(["--resume", str(folder), "--steps", "20", "--quiet"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "losses and seconds are missing or not numbers" in err

@@ -130,3 +130,23 @@ def test_the_loop_runs_without_recording_a_graph_and_samples_reproducibly():
     np.testing.assert_array_equal(a, b)
     assert not any(recorded)
     assert len(np.unique(a[:, 1:])) > 1  # uniform logits: the draws vary
+
+
+@pytest.mark.parametrize("temperature", [np.float32(1e-38), 1e-300, 5e-324])
+def test_a_tiny_temperature_samples_the_argmax_not_token_0(temperature):
+    """The limit of temperature -> 0 is greedy decoding; dividing first would overflow into NaN and pick id 0."""
+    logits = np.array([[1.0, 3.0, 2.0], [0.5, -1.0, 4.0]], dtype=np.float32)
+    for seed in range(5):
+        np.testing.assert_array_equal(gen.sample_next(logits, temperature, rng=seed), [1, 2])
+    tied = np.array([[0.0, 7.0, 7.0]], dtype=np.float32)  # the limit splits evenly between tied maxima
+    picks = [gen.sample_next(tied, temperature, rng=seed)[0] for seed in range(200)]
+    assert set(picks) == {1, 2} and 60 < picks.count(1) < 140
+
+
+@pytest.mark.parametrize("row, message", [([np.nan, 1.0, 2.0], "hold NaN"), ([1.0, np.inf, 2.0], r"hold \+inf"),
+                                          ([-np.inf, -np.inf, -np.inf], "are all -inf")])
+@pytest.mark.parametrize("temperature", [0, 0.8])
+def test_logits_without_a_distribution_are_an_error_not_token_0(row, message, temperature):
+    logits = np.array([[0.0, 1.0, 2.0], row])
+    with pytest.raises(ValueError, match=f"sample_next: the logits of row 1 {message}"):
+        gen.sample_next(logits, temperature, rng=0)

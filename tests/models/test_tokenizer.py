@@ -189,6 +189,44 @@ def test_bad_or_foreign_files_are_one_clear_error(tmp_path, content, message):
         load_tokenizer(path)
 
 
+def test_merges_that_double_a_token_are_refused_before_anything_is_spelled_out(tmp_path):
+    """40 merges of a token with itself: a 585-byte file whose last token would be 2^40 bytes long."""
+    merges = [[97, 97]] + [[256 + i, 256 + i] for i in range(39)]
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps({"type": "bpe", "version": 1, "pretokenizer": "gpt2",
+                                "special_tokens": {ENDOFTEXT: 296}, "merges": merges}))
+    assert path.stat().st_size == 585
+    with pytest.raises(TokenizerError, match=r"spell tokens of 2,199,023,255,806 bytes in all"):
+        load_tokenizer(path)
+    with pytest.raises(TokenizerError, match="more than the 67,108,864 a tokenizer may hold"):
+        BPETokenizer(merges)  # the constructor holds the bound, whoever builds one
+
+
+def test_special_ids_of_mixed_types_are_a_tokenizer_error(tmp_path):
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps({"type": "bpe", "version": 1, "pretokenizer": "gpt2", "merges": [],
+                                "special_tokens": {"<a>": 256, "<b>": "257"}}))
+    with pytest.raises(TokenizerError, match="special tokens must be non-empty strings with the ids after"):
+        load_tokenizer(path)
+
+
+def test_deeply_nested_json_is_a_tokenizer_error(tmp_path):
+    path = tmp_path / "tokenizer.json"
+    path.write_text('{"type": "bpe", "merges": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(TokenizerError, match="nested deeper than the parser goes"):
+        load_tokenizer(path)
+
+
+def test_a_file_larger_than_any_tokenizer_is_refused_unread(tmp_path, monkeypatch):
+    import models.tokenizer as tokenizer_module
+
+    path = tmp_path / "tokenizer.json"
+    path.write_text('{"type": "char", "chars": ["a"]}')
+    monkeypatch.setattr(tokenizer_module, "MAX_FILE_BYTES", 10)
+    with pytest.raises(TokenizerError, match="larger than any tokenizer file"):
+        load_tokenizer(path)
+
+
 def test_truncated_file_and_the_wrong_kind(tok, tmp_path):
     path = tmp_path / "tokenizer.json"
     tok.save(path)
