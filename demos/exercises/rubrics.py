@@ -410,15 +410,15 @@ def _grade_block_on_learner_ops(rng, say) -> None:
         compare(f"an MLP block (layer norm, linear, GELU, linear, residual) on your ops, against the same block on "
                 f"the engine's: {what}", outs[1][k], outs[0][k], "fused")
     try:
-        nn.gradcheck(yours, x)
+        nn.gradcheck_module(yours, x)
     except mg.GradcheckError as err:
-        fail("an MLP block on your my_layer_norm and my_gelu, nn.gradcheck (its input and every parameter)",
+        fail("an MLP block on your my_layer_norm and my_gelu, nn.gradcheck_module (its input and every parameter)",
              str(err), "fused")
-    except Exception as err:  # the learner's ops crashed on the copies nn.gradcheck makes
-        fail("an MLP block on your my_layer_norm and my_gelu, nn.gradcheck",
+    except Exception as err:  # the learner's ops crashed on the copies nn.gradcheck_module makes
+        fail("an MLP block on your my_layer_norm and my_gelu, nn.gradcheck_module",
              f"raised {type(err).__name__}: {err}{where(err)}", "fused")
     say("an MLP block built on your my_layer_norm and my_gelu: output and every gradient equal the engine's; "
-        "nn.gradcheck passes for its input and parameters")
+        "nn.gradcheck_module passes for its input and parameters")
 
 
 # --------------------------------------------------------------------------------------

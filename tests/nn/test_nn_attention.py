@@ -193,13 +193,13 @@ def test_self_attention_gradients(variant):
             "fully masked row": {"attn_mask": np.array([[True] * 3, [False] * 3, [True, True, False]])}
             }.get(variant, {})
     attn = make(d_model=4, n_heads=2, **options)
-    assert nn.gradcheck(attn, randn(2, 3, 4), forward=lambda m, x: m(x, **call))
+    assert nn.gradcheck_module(attn, randn(2, 3, 4), forward=lambda m, x: m(x, **call))
 
 
 def test_cross_attention_gradients_reach_the_memory():
     attn = make(d_model=4, n_heads=2, n_kv_heads=1)
     padding = np.array([[False, False, False, True], [False] * 4])
-    assert nn.gradcheck(attn, randn(2, 2, 4), randn(2, 4, 4, seed=1),
+    assert nn.gradcheck_module(attn, randn(2, 2, 4), randn(2, 4, 4, seed=1),
                             forward=lambda m, x, mem: m(x, mem, key_padding_mask=padding))
 
 
@@ -210,12 +210,12 @@ def test_gradients_flow_through_the_kv_cache():
         cache = nn.KVCache()
         return tuple(m(x[:, t:t + 1], is_causal=True, cache=cache) for t in range(x.shape[1]))
 
-    assert nn.gradcheck(attn, randn(1, 3, 4), forward=decode)
+    assert nn.gradcheck_module(attn, randn(1, 3, 4), forward=decode)
 
 
 def test_returned_weights_are_differentiable():
     attn = make(d_model=4, n_heads=2)
-    assert nn.gradcheck(attn, randn(1, 3, 4), forward=lambda m, x: m(x, is_causal=True, need_weights=True)[1])
+    assert nn.gradcheck_module(attn, randn(1, 3, 4), forward=lambda m, x: m(x, is_causal=True, need_weights=True)[1])
 
 
 # --------------------------------------------------------------------------------------

@@ -103,6 +103,10 @@ def test_layer_input_checks_live_in_checks_and_name_the_layer():
     assert checks.layer_repr(nn.Dropout(0.5)) == "Dropout(p=0.5)"
 
 
-def test_gradcheck_keeps_its_public_name():
-    from minigrad.nn.gradcheck import gradcheck
-    assert nn.gradcheck is gradcheck
+def test_a_modules_gradcheck_has_its_own_name():
+    """mg.gradcheck(fn, inputs) checks a function; nn.gradcheck_module(module, *inputs) a module: two names."""
+    from minigrad.nn.gradcheck_module import gradcheck_module
+    assert nn.gradcheck_module is gradcheck_module and not hasattr(nn, "gradcheck")
+    with pytest.raises(TypeError, match=r"nn.gradcheck_module: the first argument must be a Module, not function "
+                                        r"\(for a plain function use minigrad.gradcheck\(fn, inputs\)\)"):
+        nn.gradcheck_module(lambda x: x, mg.Tensor(np.ones(2)))

@@ -57,11 +57,11 @@ def test_gru_cell_equations_with_gates_r_z_n():
 @pytest.mark.parametrize("cell", [nn.RNNCell(3, 2), nn.RNNCell(3, 2, bias=False), nn.RNNCell(3, 2, nonlinearity="relu"),
                                   nn.GRUCell(3, 2)], ids=["rnn", "rnn-no-bias", "rnn-relu", "gru"])
 def test_cell_gradients(cell):
-    assert nn.gradcheck(cell, randn(2, 3), randn(2, 2, seed=1))
+    assert nn.gradcheck_module(cell, randn(2, 3), randn(2, 2, seed=1))
 
 
 def test_lstm_cell_gradients():
-    assert nn.gradcheck(nn.LSTMCell(3, 2), randn(2, 3), randn(2, 2, seed=1), randn(2, 2, seed=2),
+    assert nn.gradcheck_module(nn.LSTMCell(3, 2), randn(2, 3), randn(2, 2, seed=1), randn(2, 2, seed=2),
                             forward=lambda m, x, h, c: m(x, (h, c)))
 
 
@@ -111,7 +111,7 @@ def test_layer_gradients_through_time(layer):
         outputs, final = m(x)
         return (outputs, *final) if isinstance(final, tuple) else (outputs, final)
 
-    assert nn.gradcheck(layer, randn(2, 3, 2), forward=run)
+    assert nn.gradcheck_module(layer, randn(2, 3, 2), forward=run)
 
 
 def test_dropout_between_layers_only_while_training():
