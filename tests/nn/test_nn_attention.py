@@ -277,3 +277,14 @@ def test_matches_torch_multihead_attention():
     out, weights = attn(x, is_causal=True, key_padding_mask=padding, need_weights=True)
     np.testing.assert_allclose(out.data, expected.detach().numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(weights.data, expected_w.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("composite", [False, True])
+def test_a_float64_attention_mask_is_refused_by_a_float32_layer(composite):
+    attn = nn.MultiHeadAttention(4, 2)
+    x = mg.zeros(1, 3, 4)
+    with mg.composite_mode(composite), pytest.raises(TypeError, match=r"the attn_mask is float64 but the layer's "
+                                                                      r"parameters are float32"):
+        attn(x, attn_mask=mg.tensor(np.zeros((3, 3))))
+    assert attn(x, attn_mask=mg.zeros(3, 3)).dtype == np.float32
+    assert attn(x, attn_mask=mg.tensor(np.ones((3, 3), bool))).dtype == np.float32

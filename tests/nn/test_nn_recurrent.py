@@ -155,3 +155,29 @@ def test_matches_pytorch_layers(name):
     ref_finals = ref_final if isinstance(ref_final, tuple) else (ref_final,)
     for a, b in zip(finals, ref_finals):
         np.testing.assert_allclose(a.data, b.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("composite", [False, True])
+@pytest.mark.parametrize("cls", [nn.RNN, nn.GRU, nn.LSTM])
+def test_a_float64_initial_state_is_refused_by_a_float32_recurrent_layer(cls, composite):
+    layer = cls(3, 4)
+    x = mg.zeros(2, 5, 3)
+    h = mg.tensor(np.zeros((1, 2, 4)))  # float64
+    state_arg = (h, h.astype(np.float32)) if cls is nn.LSTM else h
+    with mg.composite_mode(composite), pytest.raises(TypeError, match=r"the initial state is float64 but the "
+                                                                      r"layer's parameters are float32"):
+        layer(x, state_arg)
+    if cls is nn.LSTM:  # the cell state is checked too
+        with pytest.raises(TypeError, match="initial state is float64"):
+            layer(x, (h.astype(np.float32), h))
+    ok = h.astype(np.float32)
+    out, _ = layer(x, (ok, ok) if cls is nn.LSTM else ok)
+    assert out.dtype == np.float32
+
+
+@pytest.mark.parametrize("cls", [nn.RNNCell, nn.GRUCell, nn.LSTMCell])
+def test_a_float64_state_is_refused_by_a_float32_cell(cls):
+    cell = cls(3, 4)
+    x, h = mg.zeros(2, 3), mg.tensor(np.zeros((2, 4)))
+    with pytest.raises(TypeError, match=r"the state is float64 but the layer's parameters are float32"):
+        cell(x, (h, h) if cls is nn.LSTMCell else h)
