@@ -63,24 +63,16 @@ def torch_available() -> bool:
 
 
 def tune_malloc() -> None:
-    """What a training script does (``minigrad.runtime.tune_malloc``), unless MINIGRAD_MALLOC_TUNE=0.
+    """What a training script does (``minigrad.runtime.tune_malloc``), unless MINIGRAD_MALLOC_TUNE=0."""
+    from minigrad.runtime import tune_malloc as tune
 
-    A checkout older than ``minigrad/runtime.py`` (a ``--baseline``) did it when minigrad was imported.
-    """
-    try:
-        from minigrad.runtime import tune_malloc as tune
-    except ImportError:
-        import minigrad  # noqa: F401  (the older checkouts tune on import)
-        return
     tune()
 
 
 def set_threads() -> None:
-    """What a training script does (``minigrad.runtime.set_threads``); older checkouts have none."""
-    try:
-        from minigrad.runtime import set_threads as choose
-    except ImportError:
-        return
+    """What a training script does (``minigrad.runtime.set_threads``): the cores other work leaves free."""
+    from minigrad.runtime import set_threads as choose
+
     choose()
 
 

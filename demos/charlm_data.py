@@ -1,4 +1,4 @@
-"""The character-level language model's data: a corpus, a character tokenizer, and random batches.
+"""The character-level language model's data: a corpus, its train/validation split, and random batches.
 
 The default corpus is text every Python installation already has: the
 docstrings of the standard library's own ``.py`` files. Nothing third-party is

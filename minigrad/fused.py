@@ -291,8 +291,8 @@ class rms_norm:
         return x * ((x * x).mean(axis=-1, keepdims=True) + eps) ** -0.5 * weight
 
 
-def _target_rows(logits: np.ndarray, targets: np.ndarray, ignore_index: int):
-    """Validate targets; return (kept: bool (N,), safe_targets: int (N,) with ignored ones set to 0)."""
+def _check_targets(logits: np.ndarray, targets: np.ndarray, ignore_index: int) -> None:
+    """The targets' one check (forward and composite): (N,) integer class ids in [0, C), or ``ignore_index``."""
     if logits.ndim != 2:
         raise ValueError(f"logits must be (N, C), got shape {logits.shape}")
     if targets.shape != logits.shape[:1]:
@@ -300,10 +300,16 @@ def _target_rows(logits: np.ndarray, targets: np.ndarray, ignore_index: int):
                          f"got {targets.shape}")
     if targets.dtype.kind not in "iu":
         raise TypeError(f"targets must be integer class indices, got {targets.dtype}")
-    kept = targets != ignore_index
-    bad = kept & ((targets < 0) | (targets >= logits.shape[1]))
+    if targets.size and targets.min() >= 0 and targets.max() < logits.shape[1]:
+        return
+    bad = (targets != ignore_index) & ((targets < 0) | (targets >= logits.shape[1]))
     if bad.any():
         raise ValueError(f"target {targets[bad][0]} is out of range for {logits.shape[1]} classes")
+
+
+def _target_rows(targets: np.ndarray, ignore_index: int):
+    """(kept: bool (N,), safe_targets: int (N,) with the ignored ones set to 0), for targets already checked."""
+    kept = targets != ignore_index
     return kept, np.where(kept, targets, 0)
 
 
@@ -325,7 +331,8 @@ class cross_entropy:
 
     def forward(logits, targets, *, ignore_index=-100, reduction="mean"):
         _check_reduction(reduction)
-        kept, safe = _target_rows(logits, targets, ignore_index)
+        _check_targets(logits, targets, ignore_index)
+        kept, safe = _target_rows(targets, ignore_index)
         shift = logits.max(axis=-1, keepdims=True)
         lse = np.log(np.exp(logits - shift).sum(axis=-1)) + shift[:, 0]
         losses = np.where(kept, lse - logits[np.arange(len(safe)), safe], 0).astype(logits.dtype)
@@ -336,7 +343,7 @@ class cross_entropy:
         return losses.sum() / np.asarray(np.maximum(kept.sum(), 1), dtype=logits.dtype)
 
     def vjp(g, out, logits, targets, *, ignore_index=-100, reduction="mean"):
-        kept, safe = _target_rows(logits.data, targets.data, ignore_index)
+        kept, safe = _target_rows(targets.data, ignore_index)  # (checked by the forward)
         onehot = np.zeros(logits.shape, dtype=logits.dtype)
         onehot[np.arange(len(safe)), safe] = 1
         weight = kept.astype(logits.dtype)
@@ -347,7 +354,8 @@ class cross_entropy:
 
     def composite(logits, targets, *, ignore_index=-100, reduction="mean"):
         _check_reduction(reduction)
-        kept, safe = _target_rows(logits.data, targets.data, ignore_index)
+        _check_targets(logits.data, targets.data, ignore_index)
+        kept, safe = _target_rows(targets.data, ignore_index)
         picked = logits.log_softmax(axis=-1)[np.arange(len(safe)), safe]  # (N,): log p(target) per row
         losses = (-picked).masked_fill(~kept, 0.0)
         if reduction == "none":

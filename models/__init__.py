@@ -9,7 +9,7 @@
 | ``rnn.py``        | ``RNNConfig``, ``RNNLM``: RNN / LSTM / GRU language models with GPT's interface |
 | ``generation.py`` | sampling (temperature, top-k, top-p, greedy) and the decoding loop all models share |
 | ``costs.py``      | parameter, FLOP and KV-cache counts from a config, without building a model |
-| ``config_checks.py`` | the rules the configs check their fields by, each written once |
+| ``checks.py``     | the models' input checks, each written once: config fields, (B, T) batches and targets |
 
 Every language model here has ``forward(idx, targets=None) -> (logits, loss)``
 (the encoder-decoder: ``forward(src, tgt_in, tgt_out=None)``) and a

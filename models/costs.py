@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import config_checks as check
+from . import checks
 
 # --------------------------------------------------------------------------------------
 # Reading a config
@@ -95,8 +95,8 @@ class _Shape:
         return shape
 
     def _check(self) -> None:
-        check.heads(self, n_kv_head=self.n_kv_head, who="costs")
-        check.choices(self, who="costs", norm=("layernorm", "rmsnorm"), position=("learned", "sinusoidal", "rope"),
+        checks.heads(self, n_kv_head=self.n_kv_head, who="costs")
+        checks.choices(self, who="costs", norm=("layernorm", "rmsnorm"), position=("learned", "sinusoidal", "rope"),
                       mlp=("gelu", "swiglu"))
         if self.position == "learned" and self.block_size <= 0:
             raise ValueError("costs: learned positions need block_size > 0 (one embedding per position)")
@@ -207,7 +207,7 @@ LESSON_MODELS = [
 ]
 
 
-def describe(name: str, costs: Costs, context: int) -> str:
+def cost_summary(name: str, costs: Costs, context: int) -> str:
     """Two lines in the lesson's format: the parameter split, then FLOPs and the KV cache."""
     kv = costs.kv_bytes_per_token
     return (f"{name}: {costs.params / 1e9:.2f} B parameters ({costs.params_layers / 1e9:.2f} B in layers,"
@@ -219,7 +219,7 @@ def describe(name: str, costs: Costs, context: int) -> str:
 
 def lesson_table(mode: str = "lesson") -> str:
     """The lesson's cost table (``mode="lesson"`` reproduces it digit for digit)."""
-    return "\n".join(describe(name, count(config, mode), context) for name, config, context in LESSON_MODELS)
+    return "\n".join(cost_summary(name, count(config, mode), context) for name, config, context in LESSON_MODELS)
 
 
 if __name__ == "__main__":

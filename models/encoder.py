@@ -26,11 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from minigrad import nn
-from minigrad.nn import functional as F
 from minigrad.nn import init
-from minigrad.nn.checks import GELU_FORMS, IGNORE_INDEX, target_batch, token_batch
+from minigrad.nn.checks import GELU_FORMS, IGNORE_INDEX
 
-from . import config_checks as check
+from . import checks
 from .gpt import normal_init
 
 
@@ -53,18 +52,18 @@ class EncoderConfig:
     norm_eps: float = 1e-5
     pad_id: int | None = None
 
-    def __post_init__(self):  # each rule is written once, in models/config_checks.py
-        check.positive_ints(self, "vocab_size", "block_size", "n_layer", "n_head", "d_model")
+    def __post_init__(self):  # each rule is written once, in models/checks.py
+        checks.positive_ints(self, "vocab_size", "block_size", "n_layer", "n_head", "d_model")
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model
-        check.positive_ints(self, "d_ff")
-        check.choices(self, norm=("layernorm", "rmsnorm"), position=("learned", "sinusoidal"),
+        checks.positive_ints(self, "d_ff")
+        checks.choices(self, norm=("layernorm", "rmsnorm"), position=("learned", "sinusoidal"),
                       gelu_approximate=GELU_FORMS)
-        check.heads(self)
-        check.probabilities(self, "dropout")
-        check.positive_numbers(self, "norm_eps")
-        check.bools(self, "bias", "tie_weights")
-        check.token_ids(self, "vocab_size", "pad_id")
+        checks.heads(self)
+        checks.probabilities(self, "dropout")
+        checks.positive_numbers(self, "norm_eps")
+        checks.bools(self, "bias", "tie_weights")
+        checks.token_id_fields(self, "vocab_size", "pad_id")
 
 
 class MaskedLM(nn.Module):
@@ -75,7 +74,7 @@ class MaskedLM(nn.Module):
 
     def __init__(self, config: EncoderConfig, *, seed: int | None = None, rng: np.random.Generator | None = None):
         super().__init__()
-        check.config_type(config, EncoderConfig, "MaskedLM")
+        checks.config_type(config, EncoderConfig, "MaskedLM")
         rng = init.resolve_rng(rng, seed, who="MaskedLM")
         self.config = c = config
 
@@ -112,7 +111,7 @@ class MaskedLM(nn.Module):
         to; by default ``idx == config.pad_id`` when the config has a pad_id.
         """
         c = self.config
-        idx = token_batch(idx, c.vocab_size, "MaskedLM.forward")
+        idx = checks.token_batch(idx, c.vocab_size, "MaskedLM.forward")
         B, T = idx.shape
         if T == 0 or T > c.block_size:
             raise ValueError(f"MaskedLM.forward: idx has shape {idx.shape}: {T} positions, but the model takes "
@@ -130,8 +129,7 @@ class MaskedLM(nn.Module):
         logits = self.lm_head(self.head_norm(self.head_act(self.head_proj(h))))  # (B, T, vocab_size)
         loss = None
         if targets is not None:
-            targets = target_batch(targets, logits.shape[:2], self.config.vocab_size, "MaskedLM.forward")
-            loss = F.cross_entropy(logits, targets)  # mean over the masked positions only
+            loss = checks.target_loss(logits, targets, "MaskedLM.forward")  # mean over the masked positions only
         return logits, loss
 
 
@@ -145,7 +143,7 @@ def mask_tokens(idx, *, mask_id: int, vocab_size: int, rng: np.random.Generator,
     cannot assume that an unmasked token is correct). ``targets`` holds the
     original token at chosen positions and -100 (no loss) everywhere else.
     """
-    ids = token_batch(idx, vocab_size, "mask_tokens")
+    ids = checks.token_batch(idx, vocab_size, "mask_tokens")
     if not 0 <= mask_id < vocab_size:
         raise ValueError(f"mask_tokens: mask_id={mask_id} is not a token id in [0, vocab_size={vocab_size})")
     if not 0 <= mask_prob <= 1 or not math.isfinite(mask_prob):

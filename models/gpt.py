@@ -41,10 +41,9 @@ import numpy as np
 from minigrad import nn
 from minigrad.nn import KVCache, init
 from minigrad.nn import functional as F
-from minigrad.nn.checks import GELU_FORMS, target_batch, token_batch
+from minigrad.nn.checks import GELU_FORMS
 
-from . import config_checks as check
-from . import generation
+from . import checks, generation
 
 
 @dataclass
@@ -67,21 +66,21 @@ class GPTConfig:
     tie_weights: bool = True  # the output layer reuses the token embedding matrix
     norm_eps: float = 1e-5
 
-    def __post_init__(self):  # each rule is written once, in models/config_checks.py
-        check.positive_ints(self, "vocab_size", "block_size", "n_layer", "n_head", "d_model")
+    def __post_init__(self):  # each rule is written once, in models/checks.py
+        checks.positive_ints(self, "vocab_size", "block_size", "n_layer", "n_head", "d_model")
         if self.n_kv_head is None:
             self.n_kv_head = self.n_head
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model if self.mlp == "gelu" else max(1, round(8 * self.d_model / 3))
-        check.positive_ints(self, "n_kv_head", "d_ff")
-        check.choices(self, norm=("layernorm", "rmsnorm"), position=("learned", "sinusoidal", "rope"),
+        checks.positive_ints(self, "n_kv_head", "d_ff")
+        checks.choices(self, norm=("layernorm", "rmsnorm"), position=("learned", "sinusoidal", "rope"),
                       mlp=("gelu", "swiglu"), gelu_approximate=GELU_FORMS)
-        check.heads(self, n_kv_head=self.n_kv_head)
+        checks.heads(self, n_kv_head=self.n_kv_head)
         if self.position == "rope":
-            check.rope_head_dim(self)
-        check.probabilities(self, "dropout")
-        check.positive_numbers(self, "norm_eps")
-        check.bools(self, "bias", "tie_weights")
+            checks.rope_head_dim(self)
+        checks.probabilities(self, "dropout")
+        checks.positive_numbers(self, "norm_eps")
+        checks.bools(self, "bias", "tie_weights")
 
     @property
     def head_dim(self) -> int:
@@ -202,7 +201,7 @@ class GPT(nn.Module):
 
     def __init__(self, config: GPTConfig, *, seed: int | None = None, rng: np.random.Generator | None = None):
         super().__init__()
-        check.config_type(config, GPTConfig, "GPT")
+        checks.config_type(config, GPTConfig, "GPT")
         rng = init.resolve_rng(rng, seed, who="GPT")
         self.config = c = config
 
@@ -238,7 +237,7 @@ class GPT(nn.Module):
         ``idx`` then holds only the tokens after those already cached.
         """
         c = self.config
-        idx = token_batch(idx, c.vocab_size, "GPT.forward")
+        idx = checks.token_batch(idx, c.vocab_size, "GPT.forward")
         B, T = idx.shape
         start = self._check_caches(kv_caches)  # how many earlier positions the caches hold
         if T == 0 or start + T > c.block_size:
@@ -257,8 +256,7 @@ class GPT(nn.Module):
 
         loss = None
         if targets is not None:
-            targets = target_batch(targets, (B, T), c.vocab_size, "GPT.forward")
-            loss = F.cross_entropy(logits, targets)  # mean over the positions that have a target
+            loss = checks.target_loss(logits, targets, "GPT.forward")  # F.cross_entropy, its errors named for GPT
         return logits, loss
 
     def _check_caches(self, kv_caches) -> int:
@@ -284,7 +282,7 @@ class GPT(nn.Module):
         restores the mode. ``return_logits``: also the logits of every step (B, new, vocab_size).
         """
         c = self.config
-        idx = token_batch(idx, c.vocab_size, "GPT.generate")
+        idx = checks.token_batch(idx, c.vocab_size, "GPT.generate")
         if idx.shape[1] == 0:
             raise ValueError(f"GPT.generate: idx must hold a prompt of at least one token per row, got shape "
                              f"{idx.shape}")

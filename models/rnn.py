@@ -25,12 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from minigrad import nn
-from minigrad.nn import functional as F
 from minigrad.nn import init
-from minigrad.nn.checks import target_batch, token_batch
 
-from . import config_checks as check
-from . import generation
+from . import checks, generation
 
 _LAYERS = {"rnn": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
 
@@ -47,11 +44,11 @@ class RNNConfig:
     dropout: float = 0.0  # on the embeddings, between recurrent layers and before the head
     tie_weights: bool = False  # the head reuses the embedding matrix (needs hidden_size == d_model)
 
-    def __post_init__(self):  # each rule is written once, in models/config_checks.py
-        check.positive_ints(self, "vocab_size", "d_model", "hidden_size", "n_layer")
-        check.choices(self, cell=tuple(_LAYERS))
-        check.probabilities(self, "dropout")
-        check.bools(self, "tie_weights")
+    def __post_init__(self):  # each rule is written once, in models/checks.py
+        checks.positive_ints(self, "vocab_size", "d_model", "hidden_size", "n_layer")
+        checks.choices(self, cell=tuple(_LAYERS))
+        checks.probabilities(self, "dropout")
+        checks.bools(self, "tie_weights")
         if self.tie_weights and self.hidden_size != self.d_model:
             raise ValueError(f"RNNConfig: tie_weights needs hidden_size == d_model (the head reuses the "
                              f"embedding matrix), got hidden_size={self.hidden_size}, d_model={self.d_model}")
@@ -66,7 +63,7 @@ class RNNLM(nn.Module):
 
     def __init__(self, config: RNNConfig, *, seed: int | None = None, rng: np.random.Generator | None = None):
         super().__init__()
-        check.config_type(config, RNNConfig, "RNNLM")
+        checks.config_type(config, RNNConfig, "RNNLM")
         rng = init.resolve_rng(rng, seed, who="RNNLM")
         self.config = c = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model, rng=rng)
@@ -83,7 +80,7 @@ class RNNLM(nn.Module):
         or for the LSTM the pair (h, c). Pass it back in to continue the sequence
         (truncated backprop through time, or generation).
         """
-        idx = token_batch(idx, self.config.vocab_size, "RNNLM.forward")
+        idx = checks.token_batch(idx, self.config.vocab_size, "RNNLM.forward")
         if idx.shape[1] == 0:
             raise ValueError(f"RNNLM.forward: idx must have at least one position, got shape {idx.shape}")
         x = self.drop(self.tok_emb(idx))  # (B, T, d_model)
@@ -95,8 +92,7 @@ class RNNLM(nn.Module):
         logits, _ = self.unroll(idx, state)
         loss = None
         if targets is not None:
-            targets = target_batch(targets, logits.shape[:2], self.config.vocab_size, "RNNLM.forward")
-            loss = F.cross_entropy(logits, targets)
+            loss = checks.target_loss(logits, targets, "RNNLM.forward")
         return logits, loss
 
     def generate(self, idx, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
@@ -107,7 +103,7 @@ class RNNLM(nn.Module):
         With ``use_cache`` the recurrent state is carried from step to step
         (one step per new token); without, every step reruns the whole sequence.
         """
-        idx = token_batch(idx, self.config.vocab_size, "RNNLM.generate")
+        idx = checks.token_batch(idx, self.config.vocab_size, "RNNLM.generate")
         if idx.shape[1] == 0:
             raise ValueError(f"RNNLM.generate: idx must hold a prompt of at least one token per row, got shape "
                              f"{idx.shape}")

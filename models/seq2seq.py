@@ -33,13 +33,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from minigrad import nn, no_grad
+from minigrad import Tensor, nn, no_grad
 from minigrad.nn import KVCache, init
-from minigrad.nn import functional as F
-from minigrad.nn.checks import IGNORE_INDEX, target_batch, token_batch
+from minigrad.nn.checks import IGNORE_INDEX
 
-from . import config_checks as check
-from . import generation
+from . import checks, generation
 
 
 @dataclass
@@ -64,17 +62,17 @@ class Seq2SeqConfig:
     bos_id: int = 0
     eos_id: int | None = None
 
-    def __post_init__(self):  # each rule is written once, in models/config_checks.py
-        check.positive_ints(self, "src_vocab_size", "tgt_vocab_size", "block_size", "n_layer", "n_head", "d_model")
+    def __post_init__(self):  # each rule is written once, in models/checks.py
+        checks.positive_ints(self, "src_vocab_size", "tgt_vocab_size", "block_size", "n_layer", "n_head", "d_model")
         if self.d_ff is None:
             self.d_ff = 4 * self.d_model
-        check.positive_ints(self, "d_ff")
-        check.choices(self, position=("sinusoidal", "learned"), mlp=("relu", "gelu"))
-        check.heads(self)
-        check.probabilities(self, "dropout")
-        check.positive_numbers(self, "norm_eps")
-        check.bools(self, "norm_first", "bias", "tie_weights")
-        check.token_ids(self, "tgt_vocab_size", "bos_id", "eos_id", what="a target token id")
+        checks.positive_ints(self, "d_ff")
+        checks.choices(self, position=("sinusoidal", "learned"), mlp=("relu", "gelu"))
+        checks.heads(self)
+        checks.probabilities(self, "dropout")
+        checks.positive_numbers(self, "norm_eps")
+        checks.bools(self, "norm_first", "bias", "tie_weights")
+        checks.token_id_fields(self, "tgt_vocab_size", "bos_id", "eos_id", what="a target token id")
         if self.pad_id is not None and not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(f"Seq2SeqConfig: pad_id={self.pad_id} must be a token id in both vocabularies "
                              f"(src_vocab_size={self.src_vocab_size}, tgt_vocab_size={self.tgt_vocab_size})")
@@ -86,7 +84,7 @@ class Seq2Seq(nn.Module):
 
     def __init__(self, config: Seq2SeqConfig, *, seed: int | None = None, rng: np.random.Generator | None = None):
         super().__init__()
-        check.config_type(config, Seq2SeqConfig, "Seq2Seq")
+        checks.config_type(config, Seq2SeqConfig, "Seq2Seq")
         rng = init.resolve_rng(rng, seed, who="Seq2Seq")
         self.config = c = config
 
@@ -179,15 +177,15 @@ class Seq2Seq(nn.Module):
         logits, cross = out if return_attention else (out, None)
         loss = None
         if tgt_out is not None:
-            targets = target_batch(tgt_out, tgt_in.shape, self.config.tgt_vocab_size, "Seq2Seq.forward",
-                                              "tgt_out")
+            targets = tgt_out
             if self.config.pad_id is not None:  # padding after the end of a target is not something to predict
-                targets = np.where(targets == self.config.pad_id, IGNORE_INDEX, targets)
-            loss = F.cross_entropy(logits, targets)
+                ids = tgt_out.data if isinstance(tgt_out, Tensor) else np.asarray(tgt_out)
+                targets = np.where(ids == self.config.pad_id, IGNORE_INDEX, ids)
+            loss = checks.target_loss(logits, targets, "Seq2Seq.forward", "tgt_out")
         return (logits, loss, cross) if return_attention else (logits, loss)
 
     def _ids(self, ids, vocab_size: int, name: str, who: str = "Seq2Seq.forward") -> np.ndarray:
-        ids = token_batch(ids, vocab_size, who, name)
+        ids = checks.token_batch(ids, vocab_size, who, name)
         if ids.shape[1] == 0 or ids.shape[1] > self.config.block_size:
             raise ValueError(f"{who}: {name} has shape {ids.shape}: {ids.shape[1]} positions, but the model "
                              f"takes 1 to block_size={self.config.block_size}")

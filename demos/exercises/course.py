@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import checks
-from .grader import Wrong
+from . import rubrics
+from .grader import Wrong, where
 
 
 @dataclass(frozen=True)
@@ -56,10 +56,21 @@ def load(n: int, solutions: bool = False):
 
 
 def check(n: int, solutions: bool = False, module=None, say=print, seed: int = 0) -> None:
-    """Grade exercise ``n``: returns when every part passes; raises ``Wrong`` (or the stub's NotImplementedError)."""
+    """Grade exercise ``n``: returns when every part passes; raises ``Wrong`` (or the stub's NotImplementedError).
+
+    The rubrics name the learner's function at each call; anything that still
+    escapes them (an answer no rubric foresaw) is ``Wrong`` too, naming the
+    exercise and, when the error came from the learner's file, the function and line.
+    """
     exercise(n)  # (an unknown number is a clear error)
     module = load(n, solutions) if module is None else module
-    getattr(checks, f"check_{n}")(module, np.random.default_rng(seed), say)
+    try:
+        getattr(rubrics, f"grade_{n}")(module, np.random.default_rng(seed), say)
+    except (Wrong, NotImplementedError):
+        raise
+    except Exception as err:
+        raise Wrong(f"exercise {n}: grading stopped at {type(err).__name__}: {err}{where(err)}\n"
+                    f"  Read: the comments above each function in demos/exercises/{exercise(n).module}.py") from err
 
 
 def status(n: int, solutions: bool = False) -> tuple[str, str]:

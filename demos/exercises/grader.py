@@ -1,6 +1,6 @@
-"""The grading machinery the checks share: a learner's op in the real table, compared with the engine's.
+"""The grading machinery the rubrics share: a learner's op in the real table, compared with the engine's.
 
-A check never trusts one number. For each thing it grades it computes the
+A rubric (``rubrics.py``, one per exercise) never trusts one number. For each thing it grades it computes the
 engine's own answer (the op in ``minigrad/ops.py`` or ``fused.py``, ``mg.grad``,
 ``optim.AdamW``...) on generated inputs of several shapes, in float32 and
 float64, and compares; the gradients are also held against finite differences
@@ -13,6 +13,7 @@ expected and the received value, and where to read about it.
 from __future__ import annotations
 
 import contextlib
+import re
 import traceback
 
 import numpy as np
@@ -39,7 +40,7 @@ TOLERANCE = {np.float64: dict(rtol=1e-7, atol=1e-9), np.float32: dict(rtol=2e-4,
 
 
 class Wrong(AssertionError):
-    """A check found a fault; the message says what, where, and where to read about it."""
+    """A rubric found a fault; the message says what, where, and where to read about it."""
 
 
 def hint(key: str) -> str:
@@ -52,9 +53,8 @@ def fail(what: str, detail: str, hint_key: str | None = None) -> None:
 
 def compare(what: str, expected, got, hint_key: str | None = None, rtol=None, atol=None, dtype=None) -> None:
     """``got`` equals ``expected`` within the dtype's tolerance, else ``Wrong`` naming the worst entry."""
-    if got is None:
-        fail(what, "got None, expected an array of shape " + str(np.shape(_array(expected))), hint_key)
-    e, g = _array(expected), _array(got)
+    e = _array(expected)
+    g = learner_array(what, got, f"an array of shape {e.shape}", hint_key)
     if e.shape != g.shape:
         fail(what, f"expected shape {e.shape}, got shape {g.shape}" +
              (" (a gradient has the shape of its input: sum a broadcast gradient back)" if e.size < g.size else ""),
@@ -82,7 +82,61 @@ def _array(x) -> np.ndarray:
     return np.asarray(x)
 
 
-def describe(shapes) -> str:
+def learner_array(what: str, got, expected: str = "an array", hint_key: str | None = None) -> np.ndarray:
+    """What the learner returned as a numeric ndarray, or ``Wrong`` saying what came back (None, a string...)."""
+    if got is None:
+        fail(what, f"returned None, expected {expected} (is a `return` missing?)", hint_key)
+    try:
+        g = _array(got)
+    except Exception:  # a ragged list, say
+        g = None
+    if g is None or g.dtype.kind not in "biuf":
+        fail(what, f"returned {_kind(got)}, expected {expected} (a Tensor or ndarray of numbers)", hint_key)
+    return g
+
+
+def learner_sequence(what: str, got, length: int | None = None, of: str = "items", hint_key: str | None = None):
+    """What the learner returned as a list or tuple (of ``length`` items), or ``Wrong`` saying what came back."""
+    count = f"{length} {of}" if length is not None else of
+    if got is None:
+        fail(what, f"returned None, expected a list or tuple of {count} (is a `return` missing?)", hint_key)
+    if not isinstance(got, list | tuple):
+        fail(what, f"returned {_kind(got)}, expected a list or tuple of {count}", hint_key)
+    if length is not None and len(got) != length:
+        fail(what, f"returned {len(got)} {of}, expected {length}", hint_key)
+    return got
+
+
+def _kind(x) -> str:
+    """What a value is, for a message: ``a Tensor of shape (3, 4) float32``, ``a list of 2``, ``None``."""
+    if x is None:
+        return "None"
+    if isinstance(x, mg.Tensor | np.ndarray):
+        return f"a {type(x).__name__} of shape {x.shape} {x.dtype}"
+    if isinstance(x, list | tuple):
+        return f"a {type(x).__name__} of {len(x)}"
+    return f"a {type(x).__name__} ({x!r:.40})"
+
+
+LEARNER_FILE = re.compile(r"exercises[/\\](solutions[/\\])?ex\d\d_\w+\.py$")
+
+
+def learner_frame(err: BaseException) -> traceback.FrameSummary | None:
+    """The innermost line of the learner's own file (``exNN_*.py``) in ``err``'s traceback, if any."""
+    frames = [f for f in traceback.extract_tb(err.__traceback__) if LEARNER_FILE.search(f.filename)]
+    return frames[-1] if frames else None
+
+
+def where(err: BaseException) -> str:
+    """`` (in toposort, at exercises/ex03_backward.py:12: order.append(t))``, or "" outside the learner's files."""
+    frame = learner_frame(err)
+    if frame is None:
+        return ""
+    return f" (in {frame.name}, at {frame.filename.replace(chr(92), '/').split('demos/')[-1]}:{frame.lineno}: " \
+           f"{frame.line})"
+
+
+def shapes_text(shapes) -> str:
     return ", ".join(str(tuple(s)) for s in shapes)
 
 
@@ -116,9 +170,7 @@ def run_learner(what: str, fn, *args, hint_key: str | None = None, **kwargs):
     except Wrong:
         raise
     except Exception as err:  # the learner's code crashed: say where, in their file
-        frames = [f for f in traceback.extract_tb(err.__traceback__) if "exercises" in f.filename]
-        at = f" (at {frames[-1].filename.split('demos/')[-1]}:{frames[-1].lineno}: {frames[-1].line})" if frames else ""
-        fail(what, f"raised {type(err).__name__}: {err}{at}", hint_key)
+        fail(what, f"raised {type(err).__name__}: {err}{where(err)}", hint_key)
 
 
 def make_inputs(shapes, dtype, rng, domain=None) -> list[mg.Tensor]:
@@ -147,18 +199,15 @@ def grade_vjp(name: str, learner_vjp, reference, shapes, rng, params=None, domai
         expected = mg.grad(out, xs, g, allow_unused=True)
         with mg.no_grad():
             shown_out = out.detach() if out_of is None else out_of(*[x.detach() for x in xs], **params)
-            got = run_learner(f"{name}'s VJP ({dtype.__name__}, inputs {describe(shapes)})", learner_vjp,
+            got = run_learner(f"{name}'s VJP ({dtype.__name__}, inputs {shapes_text(shapes)})", learner_vjp,
                               g, shown_out, *[x.detach() for x in xs], hint_key=hint_key, **params)
-        if not isinstance(got, tuple | list) or len(got) != len(xs):
-            fail(f"{name}'s VJP", f"must return a tuple of {len(xs)} gradient(s), one per input; got "
-                                  f"{type(got).__name__}" + (f" of length {len(got)}" if isinstance(got, tuple | list)
-                                                             else ""), hint_key)
+        learner_sequence(f"{name}'s VJP", got, len(xs), "gradient(s), one per input", hint_key)
         for i, (e, gx) in enumerate(zip(expected, got)):
             if not isinstance(gx, mg.Tensor):
                 fail(f"{name}'s VJP, {input_names[i]}", f"returned {type(gx).__name__}, expected a Tensor "
                                                         f"(write the VJP in Tensor ops, so it can be differentiated)",
                      hint_key)
-            compare(f"{name}'s VJP, gradient for {input_names[i]} ({dtype.__name__}, inputs {describe(shapes)}"
+            compare(f"{name}'s VJP, gradient for {input_names[i]} ({dtype.__name__}, inputs {shapes_text(shapes)}"
                     f"{', ' + str(params) if params else ''})", e, gx, hint_key if gx.shape == e.shape else
                     "broadcast")
 
@@ -175,11 +224,11 @@ def grade_forward(name: str, learner_forward, reference, shapes, rng, params=Non
                           hint_key=hint_key)
         if isinstance(got, tuple):
             got = got[0]
-        compare(f"{name}'s forward ({dtype.__name__}, inputs {describe(shapes)}{', ' + str(params) if params else ''})",
-                expected, np.asarray(got), hint_key)
+        shown = f"{dtype.__name__}, inputs {shapes_text(shapes)}{', ' + str(params) if params else ''}"
+        compare(f"{name}'s forward ({shown})", expected, got, hint_key)
 
 
-def grade_op_checks(name: str, the_op, shapes, rng, params=None, domain=None, second_order=True,
+def grade_gradcheck(name: str, the_op, shapes, rng, params=None, domain=None, second_order=True,
                     hint_key: str = "vjp", constants=()) -> None:
     """The registered op through the whole engine: ``gradcheck`` and, if asked, ``gradgradcheck``, in float64.
 
@@ -201,12 +250,12 @@ def grade_op_checks(name: str, the_op, shapes, rng, params=None, domain=None, se
                 f"\n  Second order differentiates your VJP itself (inputs 0..{len(shapes) - 1} are the op's inputs, "
                 f"the rest the incoming gradient g). Values right but this wrong: the VJP steps outside the graph "
                 f"(.data, NumPy on a Tensor, a constant made from an input), so its own derivative is lost")
-            fail(f"{name}, {order}-order derivatives against finite differences (inputs {describe(shapes)})",
+            fail(f"{name}, {order}-order derivatives against finite differences (inputs {shapes_text(shapes)})",
                  f"{err}{why}", hint_key)
         except NotImplementedError:
             raise
         except Exception as err:
-            where = "" if order == "first" else (" (the second-order check differentiates your VJP: write it in "
-                                                 "Tensor ops, never through .data or NumPy)")
-            fail(f"{name}, {order}-order check (inputs {describe(shapes)})", f"{type(err).__name__}: {err}{where}",
-                 hint_key)
+            advice = "" if order == "first" else (" (the second-order check differentiates your VJP: write it in "
+                                                  "Tensor ops, never through .data or NumPy)")
+            fail(f"{name}, {order}-order check (inputs {shapes_text(shapes)})",
+                 f"{type(err).__name__}: {err}{where(err)}{advice}", hint_key)

@@ -11,18 +11,18 @@
 | ``feedforward.py`` | MLP and SwiGLU |
 | ``transformer.py`` | TransformerBlock: pre-/post-norm, encoder / decoder / decoder with cross-attention |
 | ``recurrent.py``   | RNNCell, LSTMCell, GRUCell and the RNN, LSTM, GRU layers |
-| ``checks.py``      | the input checks: tensors and dtypes, features, token ids, targets, masks, p, GELU's form |
-| ``gradcheck.py``   | ``gradcheck(module, *inputs)``: a layer's parameters and inputs, in float64 |
+| ``checks.py``      | the layers' input checks: tensors and dtypes, features, ids, masks, p, GELU's form |
+| ``gradcheck_module.py`` | ``gradcheck_module(module, *inputs)``: a layer's parameters and inputs, in float64 |
 
 No layer has backward code: every gradient comes from the op table (core ops in
 ``minigrad/ops.py``, fused ones in ``minigrad/fused.py``), and the tests gradcheck every layer against finite
-differences with ``nn.gradcheck``, which a layer of your own can use too.
+differences with ``nn.gradcheck_module``, which a layer of your own can use too.
 """
 
 from . import checks, functional, init
 from .attention import KVCache, MultiHeadAttention
 from .feedforward import MLP, SwiGLU
-from .gradcheck import gradcheck
+from .gradcheck_module import gradcheck_module
 from .init import manual_seed
 from .layers import GELU, Dropout, Embedding, Identity, LayerNorm, Linear, ReLU, RMSNorm, Sigmoid, SiLU, Tanh
 from .module import IncompatibleKeys, Module, ModuleDict, ModuleList, Parameter, Sequential, StateDictError
@@ -35,5 +35,5 @@ __all__ = [
     "LSTMCell", "LayerNorm", "LearnedPositionalEmbedding", "Linear", "Module", "ModuleDict", "ModuleList",
     "MultiHeadAttention", "Parameter", "RMSNorm", "RNNCell", "ReLU", "RotaryEmbedding", "Sequential", "SiLU",
     "Sigmoid", "SinusoidalPositionalEncoding", "StateDictError", "SwiGLU", "Tanh", "TransformerBlock",
-    "checks", "functional", "gradcheck", "init", "manual_seed", "sinusoidal_encoding",
+    "checks", "functional", "gradcheck_module", "init", "manual_seed", "sinusoidal_encoding",
 ]

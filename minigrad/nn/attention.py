@@ -41,7 +41,7 @@ import numpy as np
 from .. import cat
 from ..tensor import Tensor
 from . import functional as F
-from .checks import check_features, check_heads, check_input, check_mask_broadcasts, check_padding_mask, describe
+from .checks import check_features, check_heads, check_input, check_mask_broadcasts, check_padding_mask, layer_repr
 from .layers import Linear
 from .module import Module
 from .positional import RotaryEmbedding
@@ -144,7 +144,7 @@ class MultiHeadAttention(Module):
                 k, v = cache.update(k, v)  # (B, n_kv_heads, start + Tq, head_dim)
         else:
             if is_causal:
-                raise ValueError(f"{describe(self)}: is_causal applies to self-attention, not to cross-attention "
+                raise ValueError(f"{layer_repr(self)}: is_causal applies to self-attention, not to cross-attention "
                                  f"over a memory of shape {memory.shape}")
             if cache is not None and cache.length:
                 k, v = cache.k, cache.v  # the memory was projected on the first decoding step
@@ -171,11 +171,11 @@ class MultiHeadAttention(Module):
         if memory is not None:
             check_input(self, memory, "memory", dtype=False)
         if x.ndim != 3:
-            raise ValueError(f"{describe(self)}: x must be (B, T, {self.d_model}), got shape {x.shape}")
+            raise ValueError(f"{layer_repr(self)}: x must be (B, T, {self.d_model}), got shape {x.shape}")
         check_features(self, x, self.d_model, "x")
         if memory is not None:
             if memory.ndim != 3 or memory.shape[0] != x.shape[0]:
-                raise ValueError(f"{describe(self)}: memory must be (B, Tk, {self.d_model}) with the batch size "
+                raise ValueError(f"{layer_repr(self)}: memory must be (B, Tk, {self.d_model}) with the batch size "
                                  f"of x {x.shape}, got shape {memory.shape}")
             check_features(self, memory, self.d_model, "memory")
 
@@ -183,12 +183,12 @@ class MultiHeadAttention(Module):
         """One mask for F.scaled_dot_product_attention: bool (True = may attend) or float (added)."""
         scores_shape = (B, self.n_heads, Tq, Tk)
         if attn_mask is not None:
-            check_mask_broadcasts(describe(self), "attn_mask", attn_mask, scores_shape)
+            check_mask_broadcasts(layer_repr(self), "attn_mask", attn_mask, scores_shape)
             if isinstance(attn_mask, Tensor) and attn_mask.dtype.kind == "f":
                 check_input(self, attn_mask, "attn_mask")  # the dtype rule: a float64 mask is not converted either
         if key_padding_mask is None:
             return attn_mask
-        padding = check_padding_mask(describe(self), key_padding_mask, (B, Tk))
+        padding = check_padding_mask(layer_repr(self), key_padding_mask, (B, Tk))
         keep = ~padding[:, None, None, :]  # (B, 1, 1, Tk)
         if attn_mask is None:
             return keep

@@ -1,15 +1,16 @@
-"""The input checks of the layers, the functions and the models: each rule written once, here.
+"""The input checks of the layers and the functions: each rule written once, here.
 
 A mistake should stop at the call that made it, with a message naming the
 caller, the argument, its shape and dtype, and what was expected, not surface
 as a NumPy traceback from a matmul three layers down. A layer names itself as
-``describe(layer)`` (``Linear(in_features=4, out_features=8, bias=True)``), a
-function or a model method by a string (``"GPT.forward"``).
+``layer_repr(layer)`` (``Linear(in_features=4, out_features=8, bias=True)``), a
+function by a string (``"cross_entropy"``). The models' checks (their configs, their
+(B, T) batches) are in ``models/checks.py``, built on these.
 
 * layers: ``check_input`` (a Tensor, of the dtype of the layer's parameters)
   and ``check_features`` (the size of the last axis);
-* token ids and targets: ``token_ids`` (the one range check), ``token_batch``
-  (a (B, T) batch) and ``target_batch`` (-100, ``IGNORE_INDEX``, means no target);
+* token ids and class ids: ``token_ids`` (the one range check; -100,
+  ``IGNORE_INDEX``, marks a target without a loss);
 * attention masks: ``check_mask_broadcasts`` and ``check_padding_mask``;
 * arguments: ``check_probability`` (dropout's p, in [0, 1] as in PyTorch),
   ``check_approximate`` (GELU's form), ``check_heads`` (d_model split into
@@ -36,7 +37,7 @@ def _array(x) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 
 
-def describe(layer: Module) -> str:
+def layer_repr(layer: Module) -> str:
     """A layer as its class and arguments, ``Linear(in_features=4, ...)``, for error messages."""
     return f"{type(layer).__name__}({layer.extra_repr()})"
 
@@ -58,14 +59,14 @@ def check_features(layer: Module, x: Tensor, expected: int, name: str = "input")
     """Raise a ValueError naming ``layer`` unless ``x``'s last axis has ``expected`` features (and ``check_input``)."""
     _check_tensor(layer, x, name)
     if x.ndim == 0 or x.shape[-1] != expected:
-        raise ValueError(f"{describe(layer)}: the {name} has shape {x.shape}, but its last axis should have "
+        raise ValueError(f"{layer_repr(layer)}: the {name} has shape {x.shape}, but its last axis should have "
                          f"{expected} features")
     _check_dtype(layer, x, name)
 
 
 def _check_tensor(layer: Module, x, name: str) -> None:
     if not isinstance(x, Tensor):
-        raise TypeError(f"{describe(layer)}: the {name} must be a minigrad Tensor, got {type(x).__name__}; "
+        raise TypeError(f"{layer_repr(layer)}: the {name} must be a minigrad Tensor, got {type(x).__name__}; "
                         f"make one with mg.tensor(...) (Python numbers become float32)")
 
 
@@ -74,9 +75,9 @@ def _check_dtype(layer: Module, x: Tensor, name: str) -> None:
     if param is None or x.dtype == param.dtype:
         return
     if x.dtype.kind != "f":
-        raise TypeError(f"{describe(layer)}: the {name} has dtype {x.dtype}, but the layer computes in floating "
+        raise TypeError(f"{layer_repr(layer)}: the {name} has dtype {x.dtype}, but the layer computes in floating "
                         f"point ({param.dtype}); convert it with x.astype(np.{param.dtype})")
-    raise TypeError(f"{describe(layer)}: the {name} is {x.dtype} but the layer's parameters are {param.dtype}; "
+    raise TypeError(f"{layer_repr(layer)}: the {name} is {x.dtype} but the layer's parameters are {param.dtype}; "
                     f"layers do not convert their input (as in PyTorch). Convert the input with "
                     f"x.astype(np.{param.dtype}), or the model with model.to(np.{x.dtype})")
 
@@ -94,6 +95,8 @@ def token_ids(input, num_embeddings: int, who: str = "embedding", name: str = "i
     ``who`` names the caller and ``name`` the argument (``GPT.forward``, ``idx``), so the
     message says which argument of which call was wrong. Out-of-range ids raise
     ``error``: IndexError for a table lookup (as PyTorch), the models pass ValueError.
+    Targets are the exception: the fused cross_entropy checks their range itself,
+    so its callers run this only when the op refuses them, to say which id, in their terms.
     For targets: ``shape`` is the shape they must have (``why`` says why), and
     ``ignore_index`` marks a position without a target, which is not range-checked.
     """
@@ -113,21 +116,6 @@ def token_ids(input, num_embeddings: int, who: str = "embedding", name: str = "i
         raise error(f"{who}: {name} holds {kind} {bad[0]}, outside [0, {size_name}={num_embeddings}) "
                     f"({len(bad)} such id(s); {name} shape {ids.shape}, min {ids.min()}, max {ids.max()}{hint})")
     return ids
-
-
-def token_batch(idx, vocab_size: int, who: str, name: str = "idx") -> np.ndarray:
-    """``idx`` (a Tensor, ndarray or nested list of token ids) as an int64 (B, T) array, checked."""
-    ids = token_ids(idx, vocab_size, who, name, size_name="vocab_size", error=ValueError)
-    if ids.ndim != 2:
-        raise ValueError(f"{who}: {name} must be a (batch, time) array of token ids, got shape {ids.shape}")
-    return ids.astype(np.int64, copy=False)
-
-
-def target_batch(targets, shape: tuple, vocab_size: int, who: str, name: str = "targets") -> np.ndarray:
-    """Targets as an int64 array of ``shape``: ids in [0, vocab_size), or -100 where no loss is wanted."""
-    ids = token_ids(targets, vocab_size, who, name, size_name="vocab_size", error=ValueError, shape=shape,
-                    why="one target per input position", ignore_index=IGNORE_INDEX)
-    return ids.astype(np.int64, copy=False)
 
 
 # --------------------------------------------------------------------------------------

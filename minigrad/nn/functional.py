@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from .. import fused as _ops
+from .. import fused
 from ..tensor import Tensor
 from .checks import check_approximate, check_mask_broadcasts, check_probability, token_ids
 from .init import resolve_rng
@@ -67,7 +67,7 @@ def silu(input: Tensor) -> Tensor:
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """x * Phi(x), Phi the standard normal CDF; ``approximate='tanh'`` is GPT-2's tanh formula."""
-    return _ops.gelu(input, approximate=check_approximate(approximate))
+    return fused.gelu(input, approximate=check_approximate(approximate))
 
 
 def softmax(input: Tensor, dim: int = -1) -> Tensor:
@@ -97,11 +97,21 @@ def cross_entropy(input: Tensor, target, ignore_index: int = -100, reduction: st
         raise ValueError(f"cross_entropy: logits must be float with classes on the last axis, (N, C) or "
                          f"(B, T, C); got shape {input.shape} {input.dtype}")
     n_classes = input.shape[-1]
-    target = token_ids(target, n_classes, "cross_entropy", "target", "classes", kind="class id",
-                       shape=input.shape[:-1], why=f"one per row of logits {input.shape}", ignore_index=ignore_index)
-    logits, flat = input.reshape(-1, n_classes), target.reshape(-1)  # (N, C), (N,)
-    loss = _ops.cross_entropy(logits, flat, ignore_index=ignore_index, reduction=reduction)
-    return loss.reshape(target.shape) if reduction == "none" else loss
+
+    def check_target():  # the whole check of the targets, naming the argument, its dtype, shape and the bad id
+        token_ids(target, n_classes, "cross_entropy", "target", "classes", kind="class id", shape=input.shape[:-1],
+                  why=f"one per row of logits {input.shape}", ignore_index=ignore_index)
+
+    ids = _array(target)
+    if ids.dtype.kind not in "iu" or ids.shape != input.shape[:-1]:
+        check_target()  # raises
+    logits, flat = input.reshape(-1, n_classes), ids.reshape(-1)  # (N, C), (N,)
+    try:
+        loss = fused.cross_entropy(logits, flat, ignore_index=ignore_index, reduction=reduction)
+    except ValueError:  # the op checks the ids' range, the one check per step; say which id, in this call's terms
+        check_target()
+        raise
+    return loss.reshape(ids.shape) if reduction == "none" else loss
 
 
 # --------------------------------------------------------------------------------------
@@ -121,18 +131,18 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
     """(x - mean) / sqrt(var + eps) over the last axis, then ``* weight + bias``."""
     _check_last_axis("layer_norm", input, normalized_shape)
     if weight is None and bias is None:
-        return _ops.layer_norm(input, eps=eps)
+        return fused.layer_norm(input, eps=eps)
     n = input.shape[-1]
     weight = weight if weight is not None else np.ones(n, dtype=input.dtype)  # constants: no gradient
     bias = bias if bias is not None else np.zeros(n, dtype=input.dtype)
-    return _ops.layer_norm(input, weight, bias, eps=eps)
+    return fused.layer_norm(input, weight, bias, eps=eps)
 
 
 def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
     """x / sqrt(mean(x**2) + eps) over the last axis, then ``* weight`` (no centring, no bias)."""
     _check_last_axis("rms_norm", input, normalized_shape)
     weight = weight if weight is not None else np.ones(input.shape[-1], dtype=input.dtype)
-    return _ops.rms_norm(input, weight, eps=eps)
+    return fused.rms_norm(input, weight, eps=eps)
 
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, rng: np.random.Generator | None = None) -> Tensor:
@@ -157,7 +167,7 @@ def embedding(input, weight: Tensor) -> Tensor:
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """x @ weight.T + bias, weight stored (out_features, in_features) as in PyTorch (a fused primitive)."""
-    return _ops.linear(input, weight) if bias is None else _ops.linear(input, weight, bias)
+    return fused.linear(input, weight) if bias is None else fused.linear(input, weight, bias)
 
 
 # --------------------------------------------------------------------------------------
@@ -238,7 +248,7 @@ def _attention(q, k, v, keep, bias, scale, dropout_p, rng):
         forbid = np.where(keep, 0.0, -np.inf).astype(q.dtype)  # (..., Tq, Tk) broadcastable
         bias = forbid if bias is None else bias + forbid
     extra = () if bias is None else (bias,)
-    weights = _ops.attention_weights(q, k, *extra, scale=scale)  # (..., Tq, Tk); all -inf row -> zeros
+    weights = fused.attention_weights(q, k, *extra, scale=scale)  # (..., Tq, Tk); all -inf row -> zeros
     attended = dropout(weights, dropout_p, True, rng) if dropout_p > 0 else weights
     return attended @ v, weights  # (..., Tq, Ev)
 

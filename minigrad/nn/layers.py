@@ -16,7 +16,7 @@ import numpy as np
 from ..tensor import Tensor
 from . import functional as F
 from . import init
-from .checks import check_approximate, check_features, check_input, check_probability, describe
+from .checks import check_approximate, check_features, check_input, check_probability, layer_repr, token_ids
 from .module import Module, Parameter
 
 
@@ -49,7 +49,7 @@ class Embedding(Module):
         self.weight = init.normal_(Parameter(np.empty((num_embeddings, embedding_dim), np.float32)), rng=rng)
 
     def forward(self, ids) -> Tensor:
-        ids = F.token_ids(ids, self.num_embeddings, who=describe(self))
+        ids = token_ids(ids, self.num_embeddings, who=layer_repr(self))
         return self.weight[ids]  # (..., embedding_dim)
 
     def extra_repr(self) -> str:

@@ -22,7 +22,7 @@ import numpy as np
 from .. import cat
 from ..tensor import Tensor
 from . import init
-from .checks import check_features, check_rope_head_dim, describe
+from .checks import check_features, check_rope_head_dim, layer_repr
 from .module import Module, Parameter
 
 
@@ -64,7 +64,7 @@ class LearnedPositionalEmbedding(Module):
         check_features(self, x, self.d_model)
         T = x.shape[-2]
         if offset < 0 or offset + T > self.max_len:
-            raise IndexError(f"{describe(self)}: positions {offset}..{offset + T - 1} (input shape {x.shape}, "
+            raise IndexError(f"{layer_repr(self)}: positions {offset}..{offset + T - 1} (input shape {x.shape}, "
                              f"offset {offset}) do not fit in max_len={self.max_len}")
         return x + self.weight[offset:offset + T]  # (B, T, d_model)
 

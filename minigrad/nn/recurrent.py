@@ -23,7 +23,7 @@ from .. import stack
 from ..tensor import Tensor
 from . import functional as F
 from . import init
-from .checks import check_features, check_input, describe
+from .checks import check_features, check_input, layer_repr
 from .module import Module, ModuleList, Parameter
 
 
@@ -49,13 +49,13 @@ class _Cell(Module):
     def _check(self, x: Tensor, *states) -> None:
         check_input(self, x, dtype=False)
         if x.ndim != 2:
-            raise ValueError(f"{describe(self)}: the input must be (B, {self.input_size}), got shape {x.shape}")
+            raise ValueError(f"{layer_repr(self)}: the input must be (B, {self.input_size}), got shape {x.shape}")
         check_features(self, x, self.input_size)
         for h in states:
             if h is not None:
                 check_input(self, h, "state")  # (the dtype rule holds for states too: no silent float64)
             if h is not None and h.shape != (x.shape[0], self.hidden_size):
-                raise ValueError(f"{describe(self)}: the state must be (B, hidden_size) = "
+                raise ValueError(f"{layer_repr(self)}: the state must be (B, hidden_size) = "
                                  f"{(x.shape[0], self.hidden_size)}, got {h.shape}")
 
     def _zeros(self, x: Tensor) -> Tensor:
@@ -158,7 +158,7 @@ class _Recurrent(Module):
         x = input if self.batch_first else input.transpose(1, 0, 2)  # (B, T, input_size)
         if x.ndim != 3 or x.shape[1] == 0:
             layout = "(B, T, input_size)" if self.batch_first else "(T, B, input_size)"
-            raise ValueError(f"{describe(self)}: the input must be {layout} with T >= 1, got shape {input.shape}")
+            raise ValueError(f"{layer_repr(self)}: the input must be {layout} with T >= 1, got shape {input.shape}")
         check_features(self, x, self.input_size)
         states = self._per_layer(hx, x.shape[0])
         finals = []
@@ -191,7 +191,7 @@ class _Recurrent(Module):
         expected = (self.num_layers, batch, self.hidden_size)
         check_input(self, h, "initial state")
         if h.shape != expected:
-            raise ValueError(f"{describe(self)}: the initial state must be (num_layers, B, hidden_size) = "
+            raise ValueError(f"{layer_repr(self)}: the initial state must be (num_layers, B, hidden_size) = "
                              f"{expected}, got {h.shape}")
 
     def extra_repr(self) -> str:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..tensor import Tensor
 from .attention import KVCache, MultiHeadAttention
-from .checks import describe
+from .checks import layer_repr
 from .feedforward import MLP, SwiGLU
 from .layers import Dropout, LayerNorm, RMSNorm
 from .module import Module
@@ -77,7 +77,7 @@ class TransformerBlock(Module):
         {'attn': (B, H, T, T_keys), 'cross_attn': (B, H, T, S)}.
         """
         if x.ndim != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"{describe(self)}: x must be (B, T, d_model={self.d_model}), got shape {x.shape}")
+            raise ValueError(f"{layer_repr(self)}: x must be (B, T, d_model={self.d_model}), got shape {x.shape}")
         if self.has_cross_attention and memory is None:
             raise ValueError("TransformerBlock: this block has cross-attention, so it needs memory (B, S, d_model)")
         if not self.has_cross_attention and memory is not None:

@@ -46,7 +46,7 @@ class Node:
     index: int
     kind: str  # "output" | "parameter" | "buffer" | "leaf" | "constant" | "value"
     name: str | None
-    op: object | None  # the ops.Op that made it; None for a leaf
+    op: object | None  # the op-table entry (registry.Op) that made it; None for a leaf
     params: dict  # the op's parameters (big arrays as ArrayStubs once backward freed the node)
     shape: tuple
     dtype: np.dtype

@@ -14,9 +14,11 @@ import html
 
 import graphviz
 
-RENDER_HINT = ("Graphviz's `dot` program was not found, so this graph is shown as its DOT source. To see the "
-               "picture, install Graphviz (apt-get install graphviz, or brew install graphviz), or save it with "
-               "viz.save(graph, 'graph.gv') and open that in any Graphviz viewer.")
+from .dot import INSTALL_HINT
+
+RENDER_HINT = (f"Graphviz's `dot` program was not found, so this graph is shown as its DOT source. To see the "
+               f"picture, {INSTALL_HINT}, or save it with viz.save(graph, 'graph.gv') and open that in any "
+               f"Graphviz viewer.")
 
 
 class Picture(graphviz.Digraph):

@@ -28,7 +28,12 @@ from ..autograd.backprop import grad as _grad
 from ..files import atomic_write
 from ..modes import no_grad
 from ..tensor import Tensor
+from .dot import INSTALL_HINT
 from .graph import Graph, Node, collect, fmt_shape
+
+NO_DOT_NOTE = (f"Graphviz's `dot` program was not found, so each frame's picture is shown as its DOT source. To see "
+               f"the pictures, {INSTALL_HINT}, then make this page again; the text under each picture says the "
+               f"same in words.")
 
 
 @dataclass
@@ -154,9 +159,14 @@ class BackwardSteps:
 
     # --- HTML -----------------------------------------------------------------------------
 
+    @staticmethod
+    def can_draw() -> bool:
+        """True when Graphviz's ``dot`` program is installed, to draw each frame's picture."""
+        return shutil.which("dot") is not None
+
     def _pictures(self) -> list[str]:
         """Each frame as inline SVG when Graphviz's ``dot`` is installed, else as its DOT source in a <pre>."""
-        if shutil.which("dot") is None:
+        if not self.can_draw():
             return [f'<pre class="dot">{html.escape(self.to_dot(i))}</pre>' for i in range(len(self.frames))]
         import graphviz
 
@@ -175,8 +185,9 @@ class BackwardSteps:
         frames = [dict(picture=p, text=self.frame_text(i)) for i, p in enumerate(self._pictures())]
         data = json.dumps(frames).replace("</", "<\\/")
         last = len(frames) - 1
+        note = "" if self.can_draw() else f'<p class="note" style="color:#d9480f">{html.escape(NO_DOT_NOTE)}</p>\n'
         return f"""<div id="{element_id}" class="minigrad-steps" style="font-family:Helvetica,Arial,sans-serif">
-<div><button class="prev">&#9664; previous</button> <button class="next">next &#9654;</button>
+{note}<div><button class="prev">&#9664; previous</button> <button class="next">next &#9654;</button>
 <input class="slider" type="range" min="0" max="{last}" value="0" style="width:50%">
 <span class="counter">frame 0 of {last}</span></div>
 <div class="picture" style="max-width:100%;overflow-x:auto"></div>

@@ -78,7 +78,7 @@ GRAD_SCALES = {"tanh": 1.0, "sigmoid": 1.0, "F.tanh": 1.0, "F.sigmoid": 1.0, "F.
 def test_unary(name, x, layout, seed):
     ours, theirs = UNARY[name]
     if name.startswith("F.gelu") and x.dtype == np.float32:
-        assume(not ((x < -3) & (x > -15)).any())  # the cancelling tail: pending a fix, see test_gelu_negative_tail
+        assume(not ((x < -3) & (x > -15)).any())  # the cancelling tail: test_gelu_negative_tail_is_as_good_as_...
     scale = GRAD_SCALES.get(name)
     H.check_function(ours, theirs, [x], layout, seed,
                      grad_scale=None if scale is None else (lambda i, xs, g: np.abs(g) * scale),
@@ -86,7 +86,7 @@ def test_unary(name, x, layout, seed):
 
 
 def test_sigmoid_tails_are_full_precision():
-    # The regression that started this suite: 0.5 + 0.5 tanh(x/2) is 0 at -20 in float32.
+    # Written as 0.5 + 0.5 tanh(x/2), sigmoid is 0 at -20 in float32; the tails keep full precision.
     x = mg.tensor(np.array([-20.0, -15.0, -80.0, 20.0], dtype=np.float32), requires_grad=True)
     expected = 1 / (1 + np.exp(-x.data.astype(np.float64)))
     np.testing.assert_allclose(x.sigmoid().data, expected, rtol=1e-6)
@@ -255,7 +255,7 @@ def test_reductions(name, data, layout, keepdims, seed):
             ours(mg.Tensor(x), axis, keepdims)
         return
     if name == "logsumexp":
-        assume(not np.isposinf(x).any())  # +inf in a row: pending a fix, see test_softmax_rows_with_plus_inf
+        assume(not np.isposinf(x).any())  # +inf in a row (NaN gradients): test_softmax_rows_with_plus_inf
         if x.size:  # a slice entirely -inf: a deliberate difference (gradient 0, not NaN), tested apart
             assume(not np.isneginf(x).all(axis=axis).any())
     # Sums cancel in float32: judge them against the size of what was added.
@@ -302,14 +302,14 @@ def test_softmax_family(name, data, layout, seed):
     # A row entirely -inf: a deliberate difference (zeros, not NaN), tested apart below.
     moved = np.moveaxis(x, axis, -1)
     assume(not (moved.shape[-1] and (np.isneginf(moved).all(axis=-1)).any()))
-    assume(not np.isposinf(x).any())  # pending a fix, see test_softmax_rows_with_plus_inf
+    assume(not np.isposinf(x).any())  # +inf in a row (NaN entries): test_softmax_rows_with_plus_inf
     H.check_function(lambda t: ours(t, axis), lambda t: theirs(t, axis), [x], layout, seed,
                      grad_scale=lambda i, xs, g: np.abs(g).sum() + 1.0)
 
 
 def test_softmax_rows_with_plus_inf():
-    # Regression: the shift replaced a +inf row max by 0 (meant for all -inf rows), so huge finite
-    # entries next to +inf overflowed exp.
+    # The shift is the row max, +inf here (only an all -inf row is shifted by 0): otherwise huge finite
+    # entries next to +inf would overflow exp.
     # PyTorch shifts by the row max, +inf: finite entries get exp(-inf) = 0, the +inf entry NaN.
     x = np.array([[1e38, np.inf, 0.0]], dtype=np.float32)
     expected = torch.softmax(torch.tensor(x), -1).numpy()  # [0, nan, 0]

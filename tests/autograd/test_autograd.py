@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import minigrad as mg
+from minigrad.modes import state
 
 
 def leaf(data, dtype=np.float64):
@@ -178,6 +179,52 @@ def test_enable_grad_inside_no_grad():
             y = x * 2.0
         z = x * 2.0
     assert y.requires_grad and not z.requires_grad
+
+
+def test_set_grad_enabled_works_as_a_function_and_as_a_context_manager():
+    try:
+        mg.set_grad_enabled(False)
+        assert not mg.is_grad_enabled()
+        assert not (mg.tensor([1.0], requires_grad=True) * 2.0).requires_grad
+        mg.set_grad_enabled(True)
+        assert mg.is_grad_enabled()
+        with mg.set_grad_enabled(False):
+            assert not mg.is_grad_enabled()
+        assert mg.is_grad_enabled()
+    finally:
+        state.grad_enabled = True
+
+
+def test_one_mode_object_entered_again_restores_what_was_there_each_time():
+    try:
+        composite = mg.composite_mode()  # switches on, as a call
+        assert mg.is_composite_mode()
+        with composite:
+            with composite:  # nested
+                assert mg.is_composite_mode()
+            assert mg.is_composite_mode()  # still on: the inner block restores what it found
+        assert not mg.is_composite_mode()
+        with composite:  # reused later
+            assert mg.is_composite_mode()
+        assert not mg.is_composite_mode()
+        off = mg.no_grad()
+        with off:
+            with mg.enable_grad():
+                with off:
+                    assert not mg.is_grad_enabled()
+                assert mg.is_grad_enabled()
+            assert not mg.is_grad_enabled()
+        assert mg.is_grad_enabled()
+        mg.no_grad()  # no_grad() on its own changes nothing, as in PyTorch
+        assert mg.is_grad_enabled()
+
+        @mg.composite_mode()
+        def inside():
+            return mg.is_composite_mode()
+
+        assert not mg.is_composite_mode() and inside() and not mg.is_composite_mode()
+    finally:
+        state.composite, state.grad_enabled = False, True
 
 
 # --------------------------------------------------------------------------------------
@@ -457,3 +504,22 @@ def test_log_softmax_of_a_fully_masked_row_is_minus_inf_not_nan():
         out = mg.Tensor([[-np.inf, -np.inf], [0.0, 0.0]]).log_softmax(axis=-1)
     np.testing.assert_array_equal(out.data[0], [-np.inf, -np.inf])  # log of softmax's all-zero row
     np.testing.assert_allclose(out.data[1], np.log(0.5))
+
+
+def test_logsumexp_of_a_row_holding_inf_is_inf_with_zero_gradients_for_the_finite_entries():
+    x = mg.tensor(np.array([[1.0, np.inf, 2.0], [1.0, 2.0, 3.0], [-np.inf, -np.inf, -np.inf]]), requires_grad=True)
+    y = x.logsumexp(axis=1)
+    with np.errstate(invalid="ignore"):  # the softmax of the +inf row is inf - inf = NaN at the inf: the answer
+        y.sum().backward()
+    assert y.numpy()[0] == np.inf and y.numpy()[2] == -np.inf
+    np.testing.assert_allclose(y.numpy()[1], np.log(np.exp([1.0, 2.0, 3.0]).sum()))
+    g = x.grad.numpy()
+    assert g[0, 0] == 0.0 and g[0, 2] == 0.0 and np.isnan(g[0, 1])  # as PyTorch: undefined only at the inf
+    np.testing.assert_allclose(g[1], np.exp([1.0, 2.0, 3.0]) / np.exp([1.0, 2.0, 3.0]).sum())
+    assert g[2].tolist() == [0.0, 0.0, 0.0]
+    whole = mg.tensor(np.array([[1.0, np.inf], [0.0, 0.0]]), requires_grad=True)
+    total = whole.logsumexp()
+    assert total.item() == np.inf
+    with np.errstate(invalid="ignore"):
+        total.backward()
+    assert whole.grad.numpy()[1].tolist() == [0.0, 0.0]

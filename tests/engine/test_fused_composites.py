@@ -16,6 +16,7 @@ import pytest
 
 import minigrad as mg
 from minigrad import OPS, fused, nn
+from minigrad.nn import functional as F
 from models import GPT, RNNLM, GPTConfig, MaskedLM, RNNConfig, Seq2Seq, Seq2SeqConfig
 from models.encoder import EncoderConfig
 
@@ -221,6 +222,61 @@ def test_a_transformer_block_records_core_ops_only_in_composite_mode():
     assert {"matmul", "softmax", "mean", "var", "sqrt", "erf", "transpose"} <= composite_ops
 
 
-def test_fused_ops_named_in_the_issue_live_in_fused_py():
+def test_the_fused_ops_live_in_fused_py():
     for name in ("linear", "gelu", "layer_norm", "attention_weights", "cross_entropy", "einsum"):
         assert getattr(fused, name) is OPS[name]
+
+
+def _dtypes(fn):
+    out = []
+    for composite in (False, True):
+        with mg.composite_mode(composite):
+            y = fn()
+            y.sum().backward()
+            out.append(y.dtype)
+    return out
+
+
+def test_fused_ops_promote_as_their_composites_do():
+    rng = np.random.default_rng(0)
+
+    def f32(*shape):
+        return mg.tensor(rng.standard_normal(shape).astype(np.float32), requires_grad=True)
+
+    def f64(*shape):
+        return mg.tensor(rng.standard_normal(shape), requires_grad=True)
+
+    cases = {
+        "linear, float64 bias": lambda: F.linear(f32(2, 3), f32(4, 3), f64(4)),
+        "rms_norm, float64 weight": lambda: F.rms_norm(f32(2, 3), (3,), f64(3)),
+        "layer_norm, float64 weight": lambda: F.layer_norm(f32(2, 3), (3,), f64(3), f64(3)),
+        "attention, float64 mask": lambda: F.scaled_dot_product_attention(f32(1, 2, 3), f32(1, 2, 3), f32(1, 2, 3),
+                                                                          attn_mask=mg.tensor(np.zeros((2, 2)))),
+    }
+    for name, fn in cases.items():
+        assert _dtypes(fn) == [np.float64, np.float64], name  # NumPy's promotion, fused and composite alike
+    assert _dtypes(lambda: F.linear(f32(2, 3), f32(4, 3), f32(4))) == [np.float32, np.float32]
+
+
+@pytest.mark.parametrize("composite", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("approximate", ["tanh", "none"])
+def test_gelu_gradients_stay_finite_for_huge_inputs(approximate, dtype, composite):
+    x = mg.tensor(np.array([1e20, -1e20, 1e5, -1e5, 3e3, -3e3, -150.0], dtype), requires_grad=True)
+    with mg.composite_mode(composite), np.errstate(all="ignore"):
+        (g,) = mg.grad(F.gelu(x, approximate=approximate).sum(), x, create_graph=True)
+        (h,) = mg.grad(g.sum(), x)
+    assert g.tolist() == [1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0]  # the gate is exactly 1 or 0 there
+    assert h.tolist() == [0.0] * 7 and g.dtype == dtype
+
+
+@pytest.mark.parametrize("composite", [False, True])
+def test_layer_norm_over_one_feature_has_exactly_zero_gradients(composite):
+    x = mg.tensor((np.array([[1e4], [3e7], [-123456.7], [1e-3]]) * np.ones((1, 1))).astype(np.float32),
+                  requires_grad=True)
+    weight, bias = mg.ones(1, requires_grad=True), mg.zeros(1, requires_grad=True)
+    with mg.composite_mode(composite):
+        y = F.layer_norm(x, (1,), weight, bias)
+        gx, gw, gb = mg.grad((y * mg.tensor([[1.0], [2.0], [3.0], [4.0]])).sum(), [x, weight, bias])
+    assert y.tolist() == [[0.0]] * 4 and gw.tolist() == [0.0] and gx.tolist() == [[0.0]] * 4
+    assert gb.tolist() == [10.0]

@@ -10,7 +10,7 @@ import pytest
 import minigrad as mg
 from minigrad import io, nn
 from minigrad.io import CheckpointError
-from minigrad.optim import SGD, AdamW, WarmupCosineLR, clip_grad_norm_
+from minigrad.optim import SGD, AdamW, LambdaLR, WarmupCosineLR, clip_grad_norm_
 
 
 class TinyMLP(nn.Module):
@@ -414,3 +414,39 @@ def test_files_that_are_not_checkpoints(tmp_path):
         io.load(weights)
     with pytest.raises(FileNotFoundError):
         io.load(tmp_path / "missing.safetensors")
+
+
+def test_io_load_checks_the_scheduler_before_loading_the_model(tmp_path):
+    model = nn.Linear(2, 2, rng=np.random.default_rng(0))
+    opt = SGD(model.parameters(), lr=0.1)
+    io.save(tmp_path / "c.safetensors", model, opt, scheduler=LambdaLR(opt, lambda step: 1.0))
+
+    other = nn.Linear(2, 2, rng=np.random.default_rng(1))
+    before = {k: v.copy() for k, v in other.state_dict().items()}
+    two_groups = SGD([{"params": [other.weight]}, {"params": [other.bias]}], lr=0.5)
+    with pytest.raises(CheckpointError, match=r"nothing was loaded:\n  scheduler: saved for 1 parameter groups, "
+                                              r"this optimizer has 2"):
+        io.load(tmp_path / "c.safetensors", other, scheduler=LambdaLR(two_groups, lambda step: 1.0))
+    for name, array in other.state_dict().items():
+        np.testing.assert_array_equal(array, before[name], err_msg=name)  # not half-loaded
+    with pytest.raises(ValueError, match=r"LambdaLR.load_state_dict: saved for 1 parameter groups"):
+        LambdaLR(two_groups, lambda step: 1.0).load_state_dict({**LambdaLR(opt, lambda s: 1.0).state_dict()})
+
+
+def test_io_load_checks_a_damaged_rng_state_before_loading(tmp_path):
+    model = nn.Linear(2, 2, rng=np.random.default_rng(0))
+    rng = np.random.default_rng(3)
+    path = tmp_path / "c.safetensors"
+    io.save(path, model, rng=rng)
+    tensors, meta = io.load_safetensors(path, return_metadata=True)
+    saved = json.loads(meta["rng"])
+    saved["state"] = {"state": "not a number", "inc": 1}
+    meta = {**meta, "rng": json.dumps(saved)}
+    stored = {k: v for k, v in meta.items() if k != "sha256"}
+    meta["sha256"] = io._checksum(tensors, stored)
+    io.save_safetensors(path, tensors, meta)
+    other = nn.Linear(2, 2, rng=np.random.default_rng(1))
+    before = other.weight.numpy().copy()
+    with pytest.raises(CheckpointError, match=r"rng: the saved PCG64 state cannot be restored"):
+        io.load(path, other, rng=np.random.default_rng(0))
+    np.testing.assert_array_equal(other.weight.numpy(), before)

@@ -68,6 +68,14 @@ def test_operand_of_an_unsupported_type():
         mg.Tensor("abc")
 
 
+@pytest.mark.parametrize("name", ["tril", "triu"])
+def test_tril_and_triu_need_two_dimensions(name):
+    for x in (mg.tensor([1.0, 2.0, 3.0]), mg.tensor(1.0)):
+        with pytest.raises(mg.OpError, match=rf"{name}: {name} needs a tensor of at least 2 dimensions"):
+            getattr(x, name)()
+    assert getattr(mg.ones(2, 3, 3), name)().shape == (2, 3, 3)
+
+
 # --------------------------------------------------------------------------------------
 # Dtypes
 # --------------------------------------------------------------------------------------
@@ -289,3 +297,13 @@ def test_a_user_op_with_a_variable_number_of_inputs_gets_a_method():
         OPS.pop("weighted_total", None)
         if hasattr(mg.Tensor, "weighted_total"):
             delattr(mg.Tensor, "weighted_total")
+
+
+@pytest.mark.parametrize("reduce", ["sum", "max", "min", "softmax", "log_softmax"])
+def test_a_reduction_of_a_zero_d_tensor_over_axis_zero_has_a_gradient(reduce):
+    # NumPy's sum, max, min take axis 0 or -1 of a 0-d array (PyTorch too): the backward takes it as well
+    x = mg.tensor(np.float64(2.0), requires_grad=True)
+    y = getattr(x, reduce)(axis=-1)
+    y.backward()
+    assert y.shape == () and x.grad.shape == ()
+    assert (y.item(), x.grad.item()) == {"softmax": (1.0, 0.0), "log_softmax": (0.0, 0.0)}.get(reduce, (2.0, 1.0))

@@ -224,3 +224,77 @@ def test_a_half_done_exercise_is_in_progress(tmp_path, monkeypatch):
     monkeypatch.setattr(stubs, "HERE", tmp_path)
     (tmp_path / "ex01_elementwise.py").write_text(filled)
     assert stubs.count_stubs("ex01_elementwise") == (4, 5)
+
+
+def _learner_mistakes():
+    """Answers with the mistakes a learner makes: a forgotten ``return``, a wrong shape or dtype, a crash."""
+    s4, s6, s8 = solutions(4), solutions(6), solutions(8)
+
+    def none(*args, **kwargs):
+        return None
+
+    def crashes(root):
+        return root.parents  # no such attribute
+
+    class CacheThatReturnsNothing(s8.MyKVCache):
+        def update(self, k, v):
+            super().update(k, v)
+
+    def one_state_short(W, U, xs, h0):
+        return s6.rnn_states(W, U, xs, h0)[:-1]
+
+    def half_a_jacobian(W, states):
+        return s6.jacobian_through_time(W, states)[:, :8]
+
+    def softmax_in_float64(x, *, axis=-1):
+        return s4.my_softmax.forward(x.astype(np.float64), axis=axis)
+
+    return [
+        (3, dict(toposort=none), ["toposort", "returned None", "`return` missing"]),
+        (3, dict(grads=none), ["grads", "returned None", "`return` missing"]),
+        (3, dict(toposort=crashes), ["toposort", "raised AttributeError", "parents"]),
+        (4, dict(my_softmax=block(s4.my_softmax, forward=none)), ["my_softmax's forward", "returned None"]),
+        (4, dict(my_softmax=block(s4.my_softmax, forward=softmax_in_float64)),
+         ["my_softmax's forward", "expected dtype float32, got float64"]),
+        (4, dict(cross_entropy=none), ["cross_entropy", "returned None"]),
+        (6, dict(rnn_states=none), ["rnn_states", "returned None", "`return` missing"]),
+        (6, dict(rnn_states=one_state_short), ["rnn_states", "returned 12 states", "expected 13"]),
+        (6, dict(jacobian_through_time=none), ["jacobian_through_time", "returned None"]),
+        (6, dict(jacobian_through_time=half_a_jacobian), ["jacobian_through_time", "expected shape (16, 16)"]),
+        (7, dict(clip_by_global_norm=none), ["clip_by_global_norm", "returned None", "`return` missing"]),
+        (7, dict(clip_by_global_norm=lambda grads, max_norm: grads), ["clip_by_global_norm", "returned 4"]),
+        (8, dict(MyKVCache=CacheThatReturnsNothing), ["MyKVCache.update", "returned None"]),
+        (8, dict(generate_greedy=none), ["generate_greedy", "returned None"]),
+        (9, dict(jvp=none), ["jvp of", "returned None"]),
+    ]
+
+
+@pytest.mark.parametrize("n, replacements, named", _learner_mistakes(),
+                         ids=lambda v: "-".join(f"{k}={getattr(f, '__name__', f)}" for k, f in v.items())
+                         if isinstance(v, dict) else None)
+def test_a_learner_mistake_is_the_graders_message_naming_their_function(n, replacements, named):
+    with pytest.raises(Wrong) as caught:  # not a TypeError from inside the rubric
+        check(n, module=altered(n, **replacements), say=lambda line: None)
+    message = str(caught.value)
+    for words in named:
+        assert words in message, f"{words!r} not in: {message}"
+    assert "Read:" in message
+    assert not [name for name in OPS if name.startswith("my_")]
+
+
+def test_an_error_no_rubric_foresaw_is_still_wrong_naming_the_exercise(monkeypatch):
+    from demos.exercises import rubrics
+
+    monkeypatch.setattr(rubrics, "grade_1", lambda m, rng, say: m.unbroadcast + 1)
+    with pytest.raises(Wrong, match=r"exercise 1: grading stopped at TypeError: .*\n  Read: .*ex01_elementwise.py"):
+        check(1, module=solutions(1), say=lambda line: None)
+
+
+def test_the_command_line_reports_a_forgotten_return_without_a_traceback(capsys, monkeypatch):
+    from demos.exercises import course
+
+    monkeypatch.setattr(course, "load", lambda n, solutions=False: altered(3, toposort=lambda root: None))
+    assert main(["check", "3"]) == 1
+    out = capsys.readouterr().out
+    assert "WRONG  toposort: returned None, expected a list or tuple of tensors (is a `return` missing?)" in out
+    assert "Traceback" not in out

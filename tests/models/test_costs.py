@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from models.costs import LESSON_MODELS, count, describe, lesson_table
+from models.costs import LESSON_MODELS, cost_summary, count, lesson_table
 
 # Printed by the lesson's code cell (../shared/seeds/004_78febfc9bfabf30a.txt, "Costs").
 LESSON_PRINTED = """\
@@ -110,8 +110,8 @@ def test_missing_field_and_bad_mode():
         count(small(), mode="rough")
 
 
-def test_describe_format():
-    text = describe("tiny", count(small()), context=4)
+def test_cost_summary_format():
+    text = cost_summary("tiny", count(small()), context=4)
     assert text.startswith("tiny: 0.00 B parameters")
     assert text.endswith("0.00 GiB for 4 tokens")
 

@@ -102,7 +102,7 @@ def test_gradients_of_the_loss_match_finite_differences(changes):
     m = encoder(d_model=4, n_head=2, d_ff=6, block_size=4, vocab_size=6, pad_id=None, **changes)
     x = tokens(2, 4, high=6)
     targets = np.array([[-100, 2, -100, 5], [1, -100, -100, 0]])
-    assert nn.gradcheck(m, forward=lambda mod: mod(x, targets)[1])
+    assert nn.gradcheck_module(m, forward=lambda mod: mod(x, targets)[1])
 
 
 def test_bad_inputs_name_the_argument():

@@ -145,7 +145,7 @@ def test_gradients_of_the_loss_match_finite_differences(variant):
     changes = {**VARIANTS[variant], **({"n_kv_head": 1} if variant == "llama" else {})}  # 2 query heads, 1 K/V
     m = GPT(config(d_model=4, n_head=2, d_ff=6, vocab_size=5, block_size=4, **changes), seed=0)
     x, y = tokens(2, 4, high=5), tokens(2, 4, seed=1, high=5)
-    assert nn.gradcheck(m, forward=lambda model: model(x, y)[1])
+    assert nn.gradcheck_module(m, forward=lambda model: model(x, y)[1])
 
 
 # --------------------------------------------------------------------------------------

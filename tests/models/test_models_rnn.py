@@ -56,14 +56,14 @@ def test_overfits_one_batch(cell):
 def test_gradients_of_the_loss_match_finite_differences(cell):
     m = model(cell, d_model=3, hidden_size=4, n_layer=2, vocab_size=5)
     x, y = tokens(2, 4, high=5), tokens(2, 4, seed=1, high=5)
-    assert nn.gradcheck(m, forward=lambda mod: mod(x, y)[1])
+    assert nn.gradcheck_module(m, forward=lambda mod: mod(x, y)[1])
 
 
 def test_tied_head_shares_the_embedding():
     m = model("rnn", d_model=3, hidden_size=3, vocab_size=4, tie_weights=True)
     assert m.lm_head.weight is m.tok_emb.weight
     x, y = tokens(2, 3, high=4), tokens(2, 3, seed=1, high=4)
-    assert nn.gradcheck(m, forward=lambda mod: mod(x, y)[1])
+    assert nn.gradcheck_module(m, forward=lambda mod: mod(x, y)[1])
 
 
 @pytest.mark.parametrize("cell", CELLS)

@@ -122,7 +122,7 @@ def test_gradients_of_the_loss_match_finite_differences(changes):
     m = model(n_layer=1, n_head=2, d_model=4, d_ff=6, src_vocab_size=5, tgt_vocab_size=5, block_size=4, **changes)
     src = np.array([[3, 4, 0], [4, 3, 3]])  # with padding
     tgt_in, tgt_out = np.array([[BOS, 4, 3], [BOS, 3, 3]]), np.array([[4, 3, EOS], [3, 3, 0]])
-    assert nn.gradcheck(m, forward=lambda mod: mod(src, tgt_in, tgt_out)[1])
+    assert nn.gradcheck_module(m, forward=lambda mod: mod(src, tgt_in, tgt_out)[1])
 
 
 def test_bad_inputs_name_the_argument():

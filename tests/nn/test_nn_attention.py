@@ -193,13 +193,13 @@ def test_self_attention_gradients(variant):
             "fully masked row": {"attn_mask": np.array([[True] * 3, [False] * 3, [True, True, False]])}
             }.get(variant, {})
     attn = make(d_model=4, n_heads=2, **options)
-    assert nn.gradcheck(attn, randn(2, 3, 4), forward=lambda m, x: m(x, **call))
+    assert nn.gradcheck_module(attn, randn(2, 3, 4), forward=lambda m, x: m(x, **call))
 
 
 def test_cross_attention_gradients_reach_the_memory():
     attn = make(d_model=4, n_heads=2, n_kv_heads=1)
     padding = np.array([[False, False, False, True], [False] * 4])
-    assert nn.gradcheck(attn, randn(2, 2, 4), randn(2, 4, 4, seed=1),
+    assert nn.gradcheck_module(attn, randn(2, 2, 4), randn(2, 4, 4, seed=1),
                             forward=lambda m, x, mem: m(x, mem, key_padding_mask=padding))
 
 
@@ -210,12 +210,12 @@ def test_gradients_flow_through_the_kv_cache():
         cache = nn.KVCache()
         return tuple(m(x[:, t:t + 1], is_causal=True, cache=cache) for t in range(x.shape[1]))
 
-    assert nn.gradcheck(attn, randn(1, 3, 4), forward=decode)
+    assert nn.gradcheck_module(attn, randn(1, 3, 4), forward=decode)
 
 
 def test_returned_weights_are_differentiable():
     attn = make(d_model=4, n_heads=2)
-    assert nn.gradcheck(attn, randn(1, 3, 4), forward=lambda m, x: m(x, is_causal=True, need_weights=True)[1])
+    assert nn.gradcheck_module(attn, randn(1, 3, 4), forward=lambda m, x: m(x, is_causal=True, need_weights=True)[1])
 
 
 # --------------------------------------------------------------------------------------
@@ -277,3 +277,14 @@ def test_matches_torch_multihead_attention():
     out, weights = attn(x, is_causal=True, key_padding_mask=padding, need_weights=True)
     np.testing.assert_allclose(out.data, expected.detach().numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(weights.data, expected_w.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("composite", [False, True])
+def test_a_float64_attention_mask_is_refused_by_a_float32_layer(composite):
+    attn = nn.MultiHeadAttention(4, 2)
+    x = mg.zeros(1, 3, 4)
+    with mg.composite_mode(composite), pytest.raises(TypeError, match=r"the attn_mask is float64 but the layer's "
+                                                                      r"parameters are float32"):
+        attn(x, attn_mask=mg.tensor(np.zeros((3, 3))))
+    assert attn(x, attn_mask=mg.zeros(3, 3)).dtype == np.float32
+    assert attn(x, attn_mask=mg.tensor(np.ones((3, 3), bool))).dtype == np.float32

@@ -1,4 +1,4 @@
-"""Module buffers (constant tensors a layer needs) and the public module gradcheck, nn.gradcheck."""
+"""Module buffers (constant tensors a layer needs) and the public module gradcheck, nn.gradcheck_module."""
 
 from __future__ import annotations
 
@@ -162,14 +162,14 @@ def test_checkpoints_round_trip_buffers(tmp_path):
 
 
 # --------------------------------------------------------------------------------------
-# nn.gradcheck: a module's parameters and inputs, in float64, in one call
+# nn.gradcheck_module: a module's parameters and inputs, in float64, in one call
 # --------------------------------------------------------------------------------------
 
 
 def test_gradcheck_checks_a_float64_copy_and_leaves_the_module_alone():
     m = Slopes()
     weight = m.proj.weight
-    assert nn.gradcheck(m, np.ones((2, 3), np.float32))  # float32 inputs and module: checked in float64
+    assert nn.gradcheck_module(m, np.ones((2, 3), np.float32))  # float32 inputs and module: checked in float64
     assert m.proj.weight is weight and weight.dtype == np.float32 and m.slopes.dtype == np.float32
     assert weight.grad is None
 
@@ -184,17 +184,17 @@ def test_gradcheck_names_the_parameter_whose_gradient_is_wrong():
         def forward(self, x):
             return x * self.weight + self.bias.detach() * x  # the bias's gradient is lost on purpose
 
-    with pytest.raises(mg.GradcheckError, match=r"nn.gradcheck\(DropsTheBias\), parameter 'bias': .*input 2"):
-        nn.gradcheck(DropsTheBias(), randn(3))
+    with pytest.raises(mg.GradcheckError, match=r"nn.gradcheck_module\(DropsTheBias\), parameter 'bias': .*input 2"):
+        nn.gradcheck_module(DropsTheBias(), randn(3))
 
 
 def test_gradcheck_passes_integer_inputs_through_and_takes_a_forward():
     emb = nn.Embedding(5, 3, rng=np.random.default_rng(0))
     ids = np.array([[0, 4, 4]])
-    assert nn.gradcheck(emb, ids)
-    assert nn.gradcheck(nn.Linear(3, 2), randn(2, 3), forward=lambda m, x: (m(x) ** 2).sum())
+    assert nn.gradcheck_module(emb, ids)
+    assert nn.gradcheck_module(nn.Linear(3, 2), randn(2, 3), forward=lambda m, x: (m(x) ** 2).sum())
 
 
 def test_gradcheck_wants_a_module():
     with pytest.raises(TypeError, match="minigrad.gradcheck"):
-        nn.gradcheck(lambda x: x, randn(3))
+        nn.gradcheck_module(lambda x: x, randn(3))

@@ -340,3 +340,11 @@ def test_functional_matches_pytorch():
                                                enable_gqa=True).numpy()
     got = F.scaled_dot_product_attention(q4, k2, v2, is_causal=True, enable_gqa=True)
     np.testing.assert_allclose(got.data, expected, rtol=1e-10)
+
+
+def test_embedding_needs_a_two_dimensional_weight():
+    ids = np.array([0, 1])
+    for weight in (mg.ones(4), mg.ones(4, 2, 3)):
+        with pytest.raises(ValueError, match=r"embedding: weight must be a 2-D Tensor \(num_embeddings, dim\)"):
+            F.embedding(ids, weight)
+    assert F.embedding(ids, mg.ones(4, 2)).shape == (2, 2)

@@ -27,7 +27,7 @@ def test_linear_shapes_and_pytorch_default_init():
 
 @pytest.mark.parametrize("bias", [True, False])
 def test_linear_gradients(bias):
-    assert nn.gradcheck(nn.Linear(3, 2, bias=bias), randn(2, 4, 3))
+    assert nn.gradcheck_module(nn.Linear(3, 2, bias=bias), randn(2, 4, 3))
 
 
 def test_linear_rejects_the_wrong_number_of_features():
@@ -43,7 +43,7 @@ def test_embedding():
     assert out.shape == (2, 3, 4)
     np.testing.assert_array_equal(out.data, table.weight.data[ids])
     np.testing.assert_array_equal(table(mg.Tensor(ids)).data, out.data)  # ids may be a Tensor too
-    assert nn.gradcheck(table, ids)
+    assert nn.gradcheck_module(table, ids)
     with pytest.raises(IndexError, match=r"Embedding\(10, 4\): ids holds token id 10, outside "
                                          r"\[0, num_embeddings=10\).*\(2, 3\)"):
         table(np.array([[1, 2, 3], [4, 5, 10]]))
@@ -63,10 +63,10 @@ def test_layer_norm():
     y = norm.double()(x).data
     np.testing.assert_allclose(y.mean(-1), 0, atol=1e-12)
     np.testing.assert_allclose(y.std(-1), 1, rtol=1e-5)
-    assert nn.gradcheck(nn.LayerNorm(4), randn(2, 3, 4))
+    assert nn.gradcheck_module(nn.LayerNorm(4), randn(2, 3, 4))
     no_bias = nn.LayerNorm(4, bias=False)
     assert [n for n, _ in no_bias.named_parameters()] == ["weight"]
-    assert nn.gradcheck(no_bias, randn(2, 4))
+    assert nn.gradcheck_module(no_bias, randn(2, 4))
     assert nn.LayerNorm(4, elementwise_affine=False).num_parameters() == 0
     with pytest.raises(ValueError, match=r"LayerNorm\(\(6,\).*\(2, 5\).*6 features"):
         nn.LayerNorm(6)(randn(2, 5))
@@ -77,7 +77,7 @@ def test_rms_norm():
     x = randn(3, 5) * 4
     y = norm.double()(x).data
     np.testing.assert_allclose(np.sqrt((y ** 2).mean(-1)), 1, rtol=1e-5)
-    assert nn.gradcheck(nn.RMSNorm(4), randn(2, 3, 4))
+    assert nn.gradcheck_module(nn.RMSNorm(4), randn(2, 3, 4))
     with pytest.raises(ValueError, match=r"RMSNorm\(\(5,\)"):
         norm(randn(3, 4))
 

@@ -44,7 +44,7 @@ def test_learned_positional_embedding():
     x = randn(2, 3, 4)
     out = pos.double()(x, offset=2)
     np.testing.assert_array_equal(out.data, x.data + pos.weight.data[2:5])
-    assert nn.gradcheck(pos, randn(2, 3, 4), forward=lambda m, t: m(t, offset=1))
+    assert nn.gradcheck_module(pos, randn(2, 3, 4), forward=lambda m, t: m(t, offset=1))
     with pytest.raises(IndexError, match=r"LearnedPositionalEmbedding\(max_len=6, d_model=4\): positions 4..6"):
         pos(x, offset=4)
 

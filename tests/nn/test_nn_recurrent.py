@@ -57,11 +57,11 @@ def test_gru_cell_equations_with_gates_r_z_n():
 @pytest.mark.parametrize("cell", [nn.RNNCell(3, 2), nn.RNNCell(3, 2, bias=False), nn.RNNCell(3, 2, nonlinearity="relu"),
                                   nn.GRUCell(3, 2)], ids=["rnn", "rnn-no-bias", "rnn-relu", "gru"])
 def test_cell_gradients(cell):
-    assert nn.gradcheck(cell, randn(2, 3), randn(2, 2, seed=1))
+    assert nn.gradcheck_module(cell, randn(2, 3), randn(2, 2, seed=1))
 
 
 def test_lstm_cell_gradients():
-    assert nn.gradcheck(nn.LSTMCell(3, 2), randn(2, 3), randn(2, 2, seed=1), randn(2, 2, seed=2),
+    assert nn.gradcheck_module(nn.LSTMCell(3, 2), randn(2, 3), randn(2, 2, seed=1), randn(2, 2, seed=2),
                             forward=lambda m, x, h, c: m(x, (h, c)))
 
 
@@ -111,7 +111,7 @@ def test_layer_gradients_through_time(layer):
         outputs, final = m(x)
         return (outputs, *final) if isinstance(final, tuple) else (outputs, final)
 
-    assert nn.gradcheck(layer, randn(2, 3, 2), forward=run)
+    assert nn.gradcheck_module(layer, randn(2, 3, 2), forward=run)
 
 
 def test_dropout_between_layers_only_while_training():
@@ -155,3 +155,29 @@ def test_matches_pytorch_layers(name):
     ref_finals = ref_final if isinstance(ref_final, tuple) else (ref_final,)
     for a, b in zip(finals, ref_finals):
         np.testing.assert_allclose(a.data, b.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("composite", [False, True])
+@pytest.mark.parametrize("cls", [nn.RNN, nn.GRU, nn.LSTM])
+def test_a_float64_initial_state_is_refused_by_a_float32_recurrent_layer(cls, composite):
+    layer = cls(3, 4)
+    x = mg.zeros(2, 5, 3)
+    h = mg.tensor(np.zeros((1, 2, 4)))  # float64
+    state_arg = (h, h.astype(np.float32)) if cls is nn.LSTM else h
+    with mg.composite_mode(composite), pytest.raises(TypeError, match=r"the initial state is float64 but the "
+                                                                      r"layer's parameters are float32"):
+        layer(x, state_arg)
+    if cls is nn.LSTM:  # the cell state is checked too
+        with pytest.raises(TypeError, match="initial state is float64"):
+            layer(x, (h.astype(np.float32), h))
+    ok = h.astype(np.float32)
+    out, _ = layer(x, (ok, ok) if cls is nn.LSTM else ok)
+    assert out.dtype == np.float32
+
+
+@pytest.mark.parametrize("cls", [nn.RNNCell, nn.GRUCell, nn.LSTMCell])
+def test_a_float64_state_is_refused_by_a_float32_cell(cls):
+    cell = cls(3, 4)
+    x, h = mg.zeros(2, 3), mg.tensor(np.zeros((2, 4)))
+    with pytest.raises(TypeError, match=r"the state is float64 but the layer's parameters are float32"):
+        cell(x, (h, h) if cls is nn.LSTMCell else h)

@@ -28,8 +28,8 @@ def test_mlp_formula_width_and_gradients():
                                rtol=1e-12)
     assert nn.MLP(4, d_ff=6).d_ff == 6 and nn.MLP(4).d_ff == 16
     for activation in ("gelu", "gelu_tanh", "relu", "silu"):
-        assert nn.gradcheck(nn.MLP(3, 5, activation=activation), randn(2, 3))
-    assert nn.gradcheck(nn.MLP(3, 5, bias=False), randn(2, 3))
+        assert nn.gradcheck_module(nn.MLP(3, 5, activation=activation), randn(2, 3))
+    assert nn.gradcheck_module(nn.MLP(3, 5, bias=False), randn(2, 3))
     with pytest.raises(ValueError, match="MLP: activation must be one of"):
         nn.MLP(4, activation="tanh")
 
@@ -41,8 +41,8 @@ def test_swiglu_formula_width_and_gradients():
     gate, up = x.data @ ff.gate_proj.weight.data.T, x.data @ ff.up_proj.weight.data.T
     expected = (gate / (1 + np.exp(-gate)) * up) @ ff.down_proj.weight.data.T
     np.testing.assert_allclose(ff(x).data, expected, rtol=1e-12)
-    assert nn.gradcheck(nn.SwiGLU(3, 4), randn(2, 3))
-    assert nn.gradcheck(nn.SwiGLU(3, 4, bias=True), randn(2, 3))
+    assert nn.gradcheck_module(nn.SwiGLU(3, 4), randn(2, 3))
+    assert nn.gradcheck_module(nn.SwiGLU(3, 4, bias=True), randn(2, 3))
 
 
 # --------------------------------------------------------------------------------------
@@ -76,14 +76,14 @@ def test_post_norm_block_is_norm_of_x_plus_sublayer():
 ], ids=["encoder", "decoder", "post-norm decoder", "llama-style", "post-norm encoder"])
 def test_block_gradients(options):
     padding = np.array([[False, False, True], [False, False, False]])
-    assert nn.gradcheck(block(**options), randn(2, 3, 4), forward=lambda m, x: m(x, key_padding_mask=padding))
+    assert nn.gradcheck_module(block(**options), randn(2, 3, 4), forward=lambda m, x: m(x, key_padding_mask=padding))
 
 
 @pytest.mark.parametrize("norm_first", [True, False])
 def test_cross_attention_block_gradients(norm_first):
     b = block(causal=True, cross_attention=True, norm_first=norm_first)
     memory_padding = np.array([[False, False, False, True], [False] * 4])
-    assert nn.gradcheck(b, randn(2, 2, 4), randn(2, 4, 4, seed=1),
+    assert nn.gradcheck_module(b, randn(2, 2, 4), randn(2, 4, 4, seed=1),
                             forward=lambda m, x, mem: m(x, mem, memory_key_padding_mask=memory_padding))
 
 

@@ -5,6 +5,7 @@ Everything but one test reads the DOT source, so Graphviz's `dot` is not needed;
 the rendering test runs where `dot` is installed (CI installs it).
 """
 
+import gc
 import math
 import re
 import shutil
@@ -17,6 +18,7 @@ import pytest
 import minigrad as mg
 from minigrad import viz
 from minigrad.modes import module_scope
+from minigrad.viz.graph import collect
 
 HAS_DOT = shutil.which("dot") is not None
 
@@ -311,6 +313,25 @@ def test_grad_mode_has_no_side_effects_and_is_the_same_before_and_after_backward
     after = viz.draw_graph(loss, show="grad").source
     assert after == before
     assert all(np.array_equal(p.grad.numpy(), g) for p, g in zip(leaves, grads)) and len(seen) == 1
+
+
+def test_the_graph_drawn_after_grad_keeps_the_branches_grad_did_not_need():
+    def build():
+        x = mg.tensor(np.ones(3), requires_grad=True, name="x")
+        w = mg.tensor(np.full(3, 2.0), requires_grad=True, name="w")
+        a = (x * 2.0).tanh()
+        b = (w * 3.0).exp()  # a branch that grad(loss, [x]) does not need
+        return x, (a * b).sum()
+
+    def drawn(root):
+        return [(n.op.name if n.op else n.name, n.shape) for n in collect(root).nodes]
+
+    x, loss = build()
+    before = drawn(loss)
+    mg.grad(loss, [x])
+    gc.collect()
+    assert drawn(loss) == before
+    assert sum(1 for name, _ in before if name == "mul") == 3
 
 
 # --------------------------------------------------------------------------------------

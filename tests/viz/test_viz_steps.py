@@ -1,6 +1,7 @@
 """viz.backward_steps: the engine's visiting order, the gradients shown at each step, the shares adding up
 where a tensor is used twice, the text and HTML forms, and the HTML stepping in a real headless browser."""
 
+import html
 import re
 import shutil
 import subprocess
@@ -99,6 +100,25 @@ def test_save_html_writes_a_self_contained_page(tmp_path):
     assert 'class="next"' in page and 'type="range"' in page
     assert not list(tmp_path.glob("sub/.*.tmp"))
     assert "<script>" in viz.backward_steps(small_graph()[3])._repr_html_()
+
+
+def test_without_graphviz_the_page_shows_the_dot_source_and_says_what_to_install(tmp_path, monkeypatch):
+    from minigrad.viz import steps as steps_module
+
+    monkeypatch.setattr(steps_module.shutil, "which", lambda name: None)
+    page = open(viz.backward_steps(small_graph()[3]).save_html(tmp_path / "steps.html"), encoding="utf-8").read()
+    assert '<p class="note"' in page and "<svg" not in page and "digraph" in page  # each frame as DOT source
+    said = html.unescape(page)
+    assert "Graphviz's `dot` program was not found" in said
+    assert "install Graphviz (apt-get install graphviz, or brew install graphviz)" in said
+
+
+def test_with_graphviz_the_page_draws_and_has_no_install_note(monkeypatch):
+
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz's dot is not installed")
+    html_page = viz.backward_steps(small_graph()[3]).to_html()
+    assert "<svg" in html_page and 'class="note"' not in html_page
 
 
 CHROMIUM = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")

@@ -3,14 +3,14 @@
 ``minigrad.gradcheck(fn, inputs)`` checks a function of tensors. A layer's
 gradients also flow into its parameters, which the function does not take as
 arguments, and a layer is usually built in float32, where finite differences
-are too coarse to be compared. ``gradcheck(module, *inputs)`` here handles
+are too coarse to be compared. ``gradcheck_module(module, *inputs)`` here handles
 both: it checks a float64 *copy* of the module (``copy.deepcopy`` then
 ``.double()``, so the module passed in is left as it was) with respect to every
 floating-point input and every parameter::
 
     layer = MyLayer(4, 3)
-    nn.gradcheck(layer, mg.randn(2, 4))                        # True, or a GradcheckError
-    nn.gradcheck(attn, x, forward=lambda m, x: m(x, is_causal=True))
+    nn.gradcheck_module(layer, mg.randn(2, 4))                  # True, or a GradcheckError
+    nn.gradcheck_module(attn, x, forward=lambda m, x: m(x, is_causal=True))
 
 A module that draws random numbers in its forward (dropout in training mode)
 cannot be checked against finite differences: call ``.eval()`` first, or build
@@ -38,7 +38,7 @@ def _as_float64_input(x):
     return x
 
 
-def gradcheck(module: Module, *inputs, forward=None, eps: float = 1e-6, atol: float = 1e-5,
+def gradcheck_module(module: Module, *inputs, forward=None, eps: float = 1e-6, atol: float = 1e-5,
               rtol: float = 1e-3) -> bool:
     """True when backprop's gradients of ``module`` match finite differences, for its inputs and parameters.
 
@@ -50,7 +50,7 @@ def gradcheck(module: Module, *inputs, forward=None, eps: float = 1e-6, atol: fl
     raises ``GradcheckError`` naming the input or parameter and both values.
     """
     if not isinstance(module, Module):
-        raise TypeError(f"nn.gradcheck: the first argument must be a Module, not {type(module).__name__} "
+        raise TypeError(f"nn.gradcheck_module: the first argument must be a Module, not {type(module).__name__} "
                         f"(for a plain function use minigrad.gradcheck(fn, inputs))")
     checked = copy.deepcopy(module).double()  # the caller's module keeps its dtype and values
     xs = [_as_float64_input(x) for x in inputs]
@@ -68,7 +68,7 @@ def _named(message: str, module_name: str, n_inputs: int, names) -> str:
     """The gradcheck message with its 'input k' said as the module's input or parameter it is."""
     found = re.search(r"with respect to input (\d+)", message)
     if found is None:
-        return f"nn.gradcheck({module_name}): {message}"
+        return f"nn.gradcheck_module({module_name}): {message}"
     k = int(found.group(1))
     what = f"input {k} of the module" if k < n_inputs else f"parameter '{names[k - n_inputs]}'"
-    return f"nn.gradcheck({module_name}), {what}: {message}"
+    return f"nn.gradcheck_module({module_name}), {what}: {message}"

@@ -1,7 +1,10 @@
-"""One check per exercise: each takes the learner's module (or the solutions') and raises ``Wrong`` on a fault.
+"""One rubric per exercise, ``grade_1`` .. ``grade_9``: each takes the learner's module (or the solutions') and
+raises ``Wrong`` on a fault.
 
-A check prints a line for each part that passed (``say``), so a learner sees
-how far the code got before the first fault.
+A rubric prints a line for each part that passed (``say``), so a learner sees
+how far the code got before the first fault. Whatever the learner's code
+returns (None from a forgotten ``return``, a wrong shape or dtype) or raises
+is reported as ``Wrong`` naming their function, never as a traceback from here.
 """
 
 from __future__ import annotations
@@ -16,10 +19,13 @@ from .grader import (
     compare,
     fail,
     grade_forward,
-    grade_op_checks,
+    grade_gradcheck,
     grade_vjp,
+    learner_array,
+    learner_sequence,
     registered,
     run_learner,
+    where,
 )
 
 # --------------------------------------------------------------------------------------
@@ -30,13 +36,13 @@ SHAPES = [(3, 4), (5,), (2, 3, 4), ()]
 BROADCAST_PAIRS = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((3, 4), ()), ((4, 1), (1, 5))]
 
 
-def check_1(m, rng, say) -> None:
+def grade_1(m, rng, say) -> None:
     with registered(m.my_exp, m.my_log, m.my_tanh) as (exp_, log_, tanh_):
         for name, mine, ref, domain in (("my_exp", exp_, "exp", None), ("my_log", log_, "log", (0.3, 3.0)),
                                         ("my_tanh", tanh_, "tanh", None)):
             for shape in SHAPES:
                 grade_vjp(name, mine.vjp, OPS[ref], [shape], rng, domain=domain, input_names=["x"])
-            grade_op_checks(name, mine, [(3, 4)], rng, domain=domain)
+            grade_gradcheck(name, mine, [(3, 4)], rng, domain=domain)
             say(f"{name}: VJP equals the engine's {ref} (float32 and float64, shapes {SHAPES}); first and second "
                 f"order agree with finite differences")
     for big, small in [((2, 3, 4), (3, 1)), ((3, 4), (4,)), ((3, 4), ()), ((3, 4), (3, 4)), ((2, 5, 1), (5, 1))]:
@@ -51,7 +57,7 @@ def check_1(m, rng, say) -> None:
         for a_shape, b_shape in BROADCAST_PAIRS:
             grade_vjp("my_mul", mul_.vjp, OPS["mul"], [a_shape, b_shape], rng, input_names=["a", "b"])
         for shapes in BROADCAST_PAIRS[1:3]:
-            grade_op_checks("my_mul", mul_, list(shapes), rng)
+            grade_gradcheck("my_mul", mul_, list(shapes), rng)
         say(f"my_mul: both gradients equal the engine's, in the inputs' own shapes, for {len(BROADCAST_PAIRS)} "
             f"broadcasts; first and second order")
 
@@ -68,26 +74,26 @@ INDEX_CASES = [np.array([0, 2, 2, 3]), np.array([1, 1, 1]), (slice(1, 3), slice(
                (Ellipsis, np.array([[1, 1], [4, 0]])), np.array([True, False, True, True])]
 
 
-def check_2(m, rng, say) -> None:
+def grade_2(m, rng, say) -> None:
     with registered(m.my_sum) as sum_:
         for params in SUM_CASES:
             shape = (2, 3, 4) if params.get("axis") not in (1,) else (3, 4)
             grade_vjp("my_sum", sum_.vjp, OPS["sum"], [shape], rng, params=params, input_names=["x"])
-        grade_op_checks("my_sum", sum_, [(2, 3, 4)], rng, params=dict(axis=(0, 2)))
+        grade_gradcheck("my_sum", sum_, [(2, 3, 4)], rng, params=dict(axis=(0, 2)))
         say(f"my_sum: VJP equals the engine's for {len(SUM_CASES)} axis/keepdims cases; first and second order")
         with registered(m.my_matmul) as matmul_:
             for shapes in MATMUL_CASES:
                 grade_vjp("my_matmul", matmul_.vjp, OPS["matmul"], list(shapes), rng, input_names=["a", "b"])
-            grade_op_checks("my_matmul", matmul_, [(2, 3, 4), (4, 2)], rng)
+            grade_gradcheck("my_matmul", matmul_, [(2, 3, 4), (4, 2)], rng)
             say(f"my_matmul: both gradients equal the engine's for {len(MATMUL_CASES)} shapes (batched, a shared "
                 f"weight summed back); first and second order")
-            _check_shapes(m, rng, say)
-            _check_indexing(m, rng, say)
+            _grade_shapes(m, rng, say)
+            _grade_indexing(m, rng, say)
             with registered(m.my_tanh) as tanh_:
                 _train_on_learner_ops(matmul_, tanh_, sum_, rng, say)
 
 
-def _check_shapes(m, rng, say) -> None:
+def _grade_shapes(m, rng, say) -> None:
     with registered(m.my_reshape, m.my_transpose) as (reshape_, transpose_):
         for shape, new in (((3, 4), (2, 6)), ((2, 3, 4), (4, 6)), ((6,), (2, 3))):
             grade_vjp("my_reshape", reshape_.vjp, lambda x, shape: x.reshape(shape), [shape], rng,
@@ -95,11 +101,11 @@ def _check_shapes(m, rng, say) -> None:
         for shape, axes in (((3, 4), (1, 0)), ((2, 3, 4), (1, 2, 0)), ((2, 3, 4), (2, 0, 1))):
             grade_vjp("my_transpose", transpose_.vjp, lambda x, axes: x.transpose(axes), [shape], rng,
                       params=dict(axes=axes), input_names=["x"])
-        grade_op_checks("my_transpose", transpose_, [(2, 3, 4)], rng, params=dict(axes=(1, 2, 0)))
+        grade_gradcheck("my_transpose", transpose_, [(2, 3, 4)], rng, params=dict(axes=(1, 2, 0)))
         say("my_reshape, my_transpose: VJPs undo the move (3 shapes each; a 3-axis permutation and its inverse)")
 
 
-def _check_indexing(m, rng, say) -> None:
+def _grade_indexing(m, rng, say) -> None:
     with registered(m.my_scatter_add) as scatter_:
         for index in INDEX_CASES:
             x = np.zeros((4, 5))
@@ -110,12 +116,12 @@ def _check_indexing(m, rng, say) -> None:
                 np.add.at(expected, index, g)
                 got = run_learner("my_scatter_add's forward", scatter_.forward, g, index=index, shape=(4, 5))
                 compare(f"my_scatter_add's forward (index {_show(index)}, {dtype.__name__}; repeated indices "
-                        f"must add up)", expected, np.asarray(got), "vjp")
+                        f"must add up)", expected, got, "vjp")
         with registered(m.my_getitem) as getitem_:
             for index in INDEX_CASES:
                 grade_vjp("my_getitem", getitem_.vjp, lambda x, index: x[index], [(4, 5)], rng,
                           params=dict(index=index), input_names=["x"])
-            grade_op_checks("my_getitem", getitem_, [(4, 5)], rng, params=dict(index=np.array([0, 2, 2, 3])))
+            grade_gradcheck("my_getitem", getitem_, [(4, 5)], rng, params=dict(index=np.array([0, 2, 2, 3])))
     say(f"my_scatter_add, my_getitem: repeated indices accumulate ({len(INDEX_CASES)} indexes: arrays with "
         f"repeats, slices, a mask); first and second order")
 
@@ -147,7 +153,8 @@ def _train_on_learner_ops(matmul_, tanh_, sum_, rng, say) -> None:
             losses.append(loss.item())
         return losses, names
 
-    mine, names = train(matmul_, tanh_, sum_)
+    mine, names = run_learner("training a 2-layer network on your my_matmul, my_tanh and my_sum", train, matmul_,
+                              tanh_, sum_)
     engine, _ = train(OPS["matmul"], OPS["tanh"], OPS["sum"])
     if not {"my_matmul", "my_tanh", "my_sum"} <= names:
         fail("training on your ops", f"the loss's graph holds the ops {sorted(names)}, not yours")
@@ -231,10 +238,11 @@ def _label(t) -> str:
     return t.name if t.name else (f"a tensor made by '{t._op.name}'" if t._op else "a leaf")
 
 
-def check_3(m, rng, say) -> None:
+def grade_3(m, rng, say) -> None:
     for trial in range(6):
         root, leaves, uses = random_graph(rng, np.float64)
-        order = run_learner("toposort", m.toposort, root, hint_key="sort")
+        order = learner_sequence("toposort", run_learner("toposort", m.toposort, root, hint_key="sort"),
+                                 of="tensors", hint_key="sort")
         reachable = _reachable(root)
         ids = [id(t) for t in order]
         if len(set(ids)) != len(ids):
@@ -260,7 +268,8 @@ def check_3(m, rng, say) -> None:
     x = mg.tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True, name="x")
     y = (x * x + x.tanh()).sum()
     (expected,) = mg.grad(y, [x], retain_graph=True)
-    (got,) = run_learner("grads on (x * x + tanh x).sum()", m.grads, y, [x], hint_key="loop")
+    (got,) = learner_sequence("grads(root, [x])", run_learner("grads on (x * x + tanh x).sum()", m.grads, y, [x],
+                                                               hint_key="loop"), 1, "gradient, one per leaf", "loop")
     compare("grads of (x * x + tanh(x)).sum() with respect to x, which three ops read (x*x reads it twice): "
             "its gradient is the sum of the three shares, 2x + (1 - tanh(x)^2)", expected, got, "loop")
     for dtype in DTYPES:
@@ -268,8 +277,7 @@ def check_3(m, rng, say) -> None:
             root, leaves, uses = random_graph(rng, dtype, n_ops=6 + 2 * trial)
             expected = mg.grad(root, leaves, retain_graph=True)
             got = run_learner(f"grads (random graph {trial})", m.grads, root, leaves, hint_key="loop")
-            if not isinstance(got, list | tuple) or len(got) != len(leaves):
-                fail("grads", f"must return one gradient per leaf ({len(leaves)}), got {type(got).__name__}", "loop")
+            learner_sequence(f"grads (random graph {trial})", got, len(leaves), "gradients, one per leaf", "loop")
             for leaf, e, g in zip(leaves, expected, got):
                 compare(f"grads (random graph {trial}, {dtype.__name__}), d root / d {leaf.name} (shape {leaf.shape}, "
                         f"read by {uses.get(id(leaf), 0)} ops: its gradient is the sum of their shares)", e, g, "loop")
@@ -283,7 +291,7 @@ def check_3(m, rng, say) -> None:
 SOFTMAX_CASES = [((3, 5), -1), ((2, 3, 4), 1), ((4, 3), 0), ((6,), -1)]
 
 
-def check_4(m, rng, say) -> None:
+def grade_4(m, rng, say) -> None:
     with registered(m.my_softmax, m.my_log_softmax) as (softmax_, log_softmax_):
         for name, mine, ref in (("my_softmax", softmax_, "softmax"), ("my_log_softmax", log_softmax_, "log_softmax")):
             for shape, axis in SOFTMAX_CASES:
@@ -293,16 +301,16 @@ def check_4(m, rng, say) -> None:
                 with mg.no_grad():
                     expected = OPS[ref](mg.tensor(big))
                 got = run_learner(f"{name}'s forward", mine.forward, big.copy(), hint_key="softmax")
-                if not np.isfinite(np.asarray(got)).all():
+                got = learner_array(f"{name}'s forward", got, f"an array of shape {big.shape}", "softmax")
+                if not np.isfinite(got).all():
                     fail(f"{name}'s forward on rows of logits near +1000 and -1000 ({dtype.__name__})",
                          "gives inf or NaN: exp(1000) overflows. Subtract each row's max before exp", "softmax")
-                compare(f"{name}'s forward on rows near +-1000 ({dtype.__name__})", expected, np.asarray(got),
-                        "softmax")
+                compare(f"{name}'s forward on rows near +-1000 ({dtype.__name__})", expected, got, "softmax")
             for shape, axis in SOFTMAX_CASES:
                 grade_vjp(name, mine.vjp, OPS[ref], [shape], rng, params=dict(axis=axis), input_names=["x"],
                           hint_key="softmax")
-            grade_op_checks(name, mine, [(3, 5)], rng, hint_key="softmax")
-            grade_op_checks(name, mine, [(2, 3, 4)], rng, params=dict(axis=1), hint_key="softmax")
+            grade_gradcheck(name, mine, [(3, 5)], rng, hint_key="softmax")
+            grade_gradcheck(name, mine, [(2, 3, 4)], rng, params=dict(axis=1), hint_key="softmax")
             say(f"{name}: forward (stable at +-1000) and VJP equal the engine's {ref} over {len(SOFTMAX_CASES)} "
                 f"shapes/axes; first and second order")
         for n, c in ((4, 5), (7, 3), (1, 6)):
@@ -313,11 +321,14 @@ def check_4(m, rng, say) -> None:
                 got = run_learner("cross_entropy", m.cross_entropy, logits, targets, hint_key="softmax")
                 what = f"cross_entropy ({n} rows, {c} classes, {dtype.__name__})"
                 compare(f"{what}, its value", expected, got, "softmax")
+                if not isinstance(got, mg.Tensor):
+                    fail(what, f"returned {type(got).__name__}, expected a Tensor (built from the logits by your "
+                               f"ops, so it can be differentiated)", "softmax")
                 (e,) = mg.grad(expected, [logits])
                 (g,) = run_learner(f"{what}'s gradient", mg.grad, got, [logits], hint_key="softmax")
                 compare(f"{what}, d loss / d logits (should be (softmax - onehot) / rows)", e, g, "softmax")
         targets = np.array([0, 3, 4, 1])
-        grade_op_checks("cross_entropy", m.cross_entropy, [(4, 5)], rng, constants=(targets,), hint_key="softmax")
+        grade_gradcheck("cross_entropy", m.cross_entropy, [(4, 5)], rng, constants=(targets,), hint_key="softmax")
         say("cross_entropy: value and gradient equal the engine's fused cross_entropy; first and second order")
 
 
@@ -334,7 +345,7 @@ def _composite(name: str):
     return run
 
 
-def check_5(m, rng, say) -> None:
+def grade_5(m, rng, say) -> None:
     layer_norm_cases = [([(3, 5), (5,), (5,)], dict(eps=1e-5)), ([(2, 3, 4), (4,), (4,)], dict(eps=0.1)),
                         ([(6,), (6,), (6,)], dict(eps=1e-5))]
     gelu_cases = [[(3, 4)], [(2, 3, 5)], [()]]
@@ -355,11 +366,11 @@ def check_5(m, rng, say) -> None:
                     grade_vjp(f"{name} (against the {against} {ref})", mine.vjp, engine, shapes, rng, params=params,
                               input_names=names, hint_key="fused")
             shapes, params = cases[0]
-            grade_op_checks(name, mine, shapes, rng, params=params, hint_key="fused")
+            grade_gradcheck(name, mine, shapes, rng, params=params, hint_key="fused")
             say(f"{name}: forward and VJP equal the fused {ref} and its composite ({len(cases)} shapes, float32 "
                 f"and float64); first and second order")
     with registered(m.my_layer_norm, m.my_gelu):
-        _check_block_on_learner_ops(rng, say)
+        _grade_block_on_learner_ops(rng, say)
 
 
 def _block(mine: bool):
@@ -384,26 +395,30 @@ def _block(mine: bool):
     return MLPBlock(4)
 
 
-def _check_block_on_learner_ops(rng, say) -> None:
+def _grade_block_on_learner_ops(rng, say) -> None:
     from minigrad import nn
 
     x = rng.standard_normal((2, 3, 4))
     yours, engines = _block(True).double(), _block(False).double()
-    outs = []
-    for block in (yours, engines):
+    def run(block):
         xt = mg.tensor(x, requires_grad=True)
         out = block(xt)
-        outs.append((out, *mg.grad((out * out).sum(), [xt, *block.parameters()])))
+        return out, *mg.grad((out * out).sum(), [xt, *block.parameters()])
+
+    outs = [run_learner("an MLP block on your my_layer_norm and my_gelu", run, yours, hint_key="fused"), run(engines)]
     for k, what in enumerate(["output", "d loss / d x"] + [f"d loss / d {n}" for n, _ in yours.named_parameters()]):
         compare(f"an MLP block (layer norm, linear, GELU, linear, residual) on your ops, against the same block on "
                 f"the engine's: {what}", outs[1][k], outs[0][k], "fused")
     try:
-        nn.gradcheck(yours, x)
+        nn.gradcheck_module(yours, x)
     except mg.GradcheckError as err:
-        fail("an MLP block on your my_layer_norm and my_gelu, nn.gradcheck (its input and every parameter)",
+        fail("an MLP block on your my_layer_norm and my_gelu, nn.gradcheck_module (its input and every parameter)",
              str(err), "fused")
+    except Exception as err:  # the learner's ops crashed on the copies nn.gradcheck_module makes
+        fail("an MLP block on your my_layer_norm and my_gelu, nn.gradcheck_module",
+             f"raised {type(err).__name__}: {err}{where(err)}", "fused")
     say("an MLP block built on your my_layer_norm and my_gelu: output and every gradient equal the engine's; "
-        "nn.gradcheck passes for its input and parameters")
+        "nn.gradcheck_module passes for its input and parameters")
 
 
 # --------------------------------------------------------------------------------------
@@ -422,7 +437,7 @@ def lesson_rnn():
     return W, U, rng.normal(0, 1, (N_TOKENS, D_HIDDEN))
 
 
-def check_6(m, rng, say) -> None:
+def grade_6(m, rng, say) -> None:
     from minigrad import nn
 
     W, U, tokens = lesson_rnn()
@@ -433,8 +448,7 @@ def check_6(m, rng, say) -> None:
         h0 = mg.tensor(rng.normal(0, 0.5, (1, D_HIDDEN)).astype(dtype))
         states = run_learner("rnn_states", m.rnn_states, mg.tensor(W.astype(dtype)), mg.tensor(U.astype(dtype)),
                              tokens[:12], h0, hint_key="rnn")
-        if len(states) != 13:
-            fail("rnn_states", f"for 12 tokens return 13 states [h_0, ..., h_12], got {len(states)}", "rnn")
+        learner_sequence("rnn_states (12 tokens)", states, 13, "states [h_0, ..., h_12]", "rnn")
         h = h0
         for t, x in enumerate(tokens[:12], start=1):
             h = cell(mg.tensor(x[None].astype(dtype)), h)
@@ -455,10 +469,12 @@ def check_6(m, rng, say) -> None:
 
         expected = mg.jacobian(h_T, h0).data.reshape(D_HIDDEN, D_HIDDEN)  # the lesson's way: backprop, row by row
         with mg.no_grad():
-            states = [s.data for s in run_learner("rnn_states", m.rnn_states, W_, U_, tokens[:T], h0.detach())]
+            states = run_learner("rnn_states", m.rnn_states, W_, U_, tokens[:T], h0.detach(), hint_key="rnn")
+        states = [learner_array(f"rnn_states ({T} tokens), h_{t}", s, "a (1, 16) Tensor", "rnn")
+                  for t, s in enumerate(learner_sequence(f"rnn_states ({T} tokens)", states, T + 1, "states", "rnn"))]
         got = run_learner("jacobian_through_time", m.jacobian_through_time, W, states, hint_key="rnn")
         compare(f"jacobian_through_time: d h_{T} / d h_0 (h_0 = 0, the lesson's weights and tokens), against "
-                f"mg.jacobian", expected, np.asarray(got), "rnn", rtol=1e-6, atol=1e-18)
+                f"mg.jacobian", expected, got, "rnn", rtol=1e-6, atol=1e-18)
         norms[T] = float(np.linalg.norm(got))
     for T, printed in LESSON_NORMS.items():
         if f"{norms[T]:.2e}" != f"{printed:.2e}":
@@ -474,7 +490,7 @@ def check_6(m, rng, say) -> None:
 ADAM_STEPS, MAX_NORM = 40, 0.1
 
 
-def check_7(m, rng, say) -> None:
+def grade_7(m, rng, say) -> None:
     from minigrad import nn, optim
 
     settings = dict(lr=0.05, betas=(0.8, 0.95), eps=1e-8, weight_decay=0.1)
@@ -503,8 +519,11 @@ def check_7(m, rng, say) -> None:
             opt.step()
             leaves = [mg.tensor(p, requires_grad=True) for p in mine]
             grads = [g.data for g in mg.grad(loss_of(leaves), leaves)]
-            scaled, my_total = run_learner("clip_by_global_norm", m.clip_by_global_norm, grads, MAX_NORM,
-                                           hint_key="adam")
+            scaled, my_total = learner_sequence(
+                "clip_by_global_norm", run_learner("clip_by_global_norm", m.clip_by_global_norm, grads, MAX_NORM,
+                                                   hint_key="adam"), 2, "values, (the gradients, their norm)", "adam")
+            learner_sequence("clip_by_global_norm, its gradients", scaled, len(grads), "arrays, one per parameter",
+                             "adam")
             compare(f"clip_by_global_norm at step {step} ({dtype.__name__}): the norm before clipping", total,
                     my_total, "adam", rtol=1e-5 if dtype == np.float32 else 1e-10)
             run_learner("adamw_step", m.adamw_step, mine, list(scaled), state, **settings, hint_key="adam")
@@ -523,23 +542,25 @@ def check_7(m, rng, say) -> None:
 # --------------------------------------------------------------------------------------
 
 
-def check_8(m, rng, say) -> None:
+def grade_8(m, rng, say) -> None:
     from models import GPT, GPTConfig
 
-    cache = m.MyKVCache()
+    cache = run_learner("MyKVCache()", m.MyKVCache, hint_key="kv")
     if run_learner("MyKVCache().length", lambda: cache.length, hint_key="kv") != 0:
         fail("MyKVCache", "an empty cache has length 0", "kv")
     parts = [mg.tensor(rng.standard_normal((2, 3, n, 4)).astype(np.float32)) for n in (5, 1, 2)]
     for i, k in enumerate(parts):
-        got_k, got_v = run_learner("MyKVCache.update (appending along the time axis, -2)", cache.update, k, k * 2.0,
-                                   hint_key="kv")
+        got_k, got_v = learner_sequence(
+            "MyKVCache.update", run_learner("MyKVCache.update (appending along the time axis, -2)", cache.update, k,
+                                            k * 2.0, hint_key="kv"), 2, "Tensors, (keys, values)", "kv")
         want = np.concatenate([p.data for p in parts[:i + 1]], axis=-2)
         sizes = [p.shape[-2] for p in parts[:i + 1]]
         compare(f"MyKVCache.update: the keys after appending (2, 3, T, 4) blocks of {sizes} positions (along the "
                 f"time axis, -2)", want, got_k, "kv")
         compare("MyKVCache.update: the values", want * 2, got_v, "kv")
-        if cache.length != want.shape[-2]:
-            fail("MyKVCache.length", f"after {want.shape[-2]} positions, got {cache.length}", "kv")
+        length = run_learner("MyKVCache.length", lambda: cache.length, hint_key="kv")
+        if length != want.shape[-2]:
+            fail("MyKVCache.length", f"after {want.shape[-2]} positions, got {length!r}", "kv")
     say("MyKVCache: appends along the time axis and counts its positions")
 
     for dtype in DTYPES:
@@ -553,7 +574,8 @@ def check_8(m, rng, say) -> None:
             tokens = prompt
             new = prompt
             for step in range(6):
-                cached = model(new, kv_caches=caches)[0][:, -1]
+                cached = run_learner(f"the model with your MyKVCache in each layer (step {step})", model, new,
+                                     kv_caches=caches, hint_key="kv")[0][:, -1]
                 uncached = model(tokens)[0][:, -1]
                 compare(f"logits of step {step} with your caches ({dtype.__name__}), against the model run on the "
                         f"whole sequence without a cache", uncached, cached, "kv", rtol=1e-4, atol=1e-5)
@@ -573,7 +595,7 @@ def check_8(m, rng, say) -> None:
             del model.forward
         expected = model.generate(prompt, 10, temperature=0, use_cache=False)
         compare(f"generate_greedy's tokens ({dtype.__name__}), against model.generate(temperature=0, "
-                f"use_cache=False)", expected, np.asarray(got), "kv")
+                f"use_cache=False)", expected, got, "kv")
         if widths[1:] and max(widths[1:]) != 1:
             fail("generate_greedy", f"fed the model {widths} positions per step: after the prompt, feed only the "
                                     f"newest token (the caches hold the rest)", "kv")
@@ -586,7 +608,7 @@ def check_8(m, rng, say) -> None:
 # --------------------------------------------------------------------------------------
 
 
-def check_9(m, rng, say) -> None:
+def grade_9(m, rng, say) -> None:
     W = rng.standard_normal((4, 6))
     functions = [
         ("tanh(x @ W)", (3, 4), lambda x: (x @ mg.tensor(W.astype(x.dtype))).tanh()),
@@ -601,13 +623,16 @@ def check_9(m, rng, say) -> None:
             t = mg.tensor(rng.standard_normal(shape).astype(dtype))
             y, expected = mg.jvp(fn, x, t)
             got = run_learner(f"jvp of {name}", m.jvp, fn, x, t, hint_key="jvp")
-            if not isinstance(got, tuple | list) or len(got) != 2:
-                fail(f"jvp of {name}", "must return (fn(x), J t)", "jvp")
+            learner_sequence(f"jvp of {name}", got, 2, "values, (fn(x), J t)", "jvp")
             compare(f"jvp of {name} ({dtype.__name__}, x {shape}): the output fn(x)", y, got[0], "jvp")
             compare(f"jvp of {name} ({dtype.__name__}, x {shape}): J t, against mg.jvp", expected, got[1], "jvp")
         x = mg.tensor(rng.standard_normal(shape))
-        columns = [m.jvp(fn, x, mg.tensor(np.eye(x.size)[i].reshape(shape)))[1].data.reshape(-1)
-                   for i in range(x.size)]
+        columns = []
+        for i in range(x.size):  # J e_i for each unit tangent e_i
+            got = run_learner(f"jvp of {name}", m.jvp, fn, x, mg.tensor(np.eye(x.size)[i].reshape(shape)),
+                              hint_key="jvp")
+            _, column = learner_sequence(f"jvp of {name}", got, 2, "values, (fn(x), J t)", "jvp")
+            columns.append(learner_array(f"jvp of {name}, J t", column, f"an array of shape {shape}", "jvp").ravel())
         compare(f"the Jacobian of {name} built column by column from your jvp, against mg.jacobian",
                 mg.jacobian(fn, x).data.reshape(-1, x.size), np.stack(columns, axis=-1), "jvp")
     say(f"jvp: output and J t equal mg.jvp for {len(functions)} functions (float32 and float64); the whole "
