@@ -43,6 +43,7 @@ LESSONS = {
     "transformer_lesson": (["demos.transformer_lesson"], False),
     "draw_graphs": (["demos.draw_graphs"], True),
     "forward_or_reverse": (["demos.forward_or_reverse"], True),
+    "memory_lesson": (["demos.memory_lesson"], True),
     "induction_heads": (["demos.induction_heads", "--quiet"], True),
     "seq2seq": (["demos.seq2seq", "--quiet"], True),
 }

@@ -612,3 +612,111 @@ def check_9(m, rng, say) -> None:
                 mg.jacobian(fn, x).data.reshape(-1, x.size), np.stack(columns, axis=-1), "jvp")
     say(f"jvp: output and J t equal mg.jvp for {len(functions)} functions (float32 and float64); the whole "
         f"Jacobian, column by column, equals mg.jacobian's")
+
+
+# --------------------------------------------------------------------------------------
+# 10. Activation checkpointing as an op, against the function itself; and the memory it saves
+# --------------------------------------------------------------------------------------
+
+def _residual_mlp(x, W1, W2):
+    return x + (x @ W1).tanh() @ W2
+
+
+def _attention_like(x, Wq, Wk):
+    scores = (x @ Wq) @ (x @ Wk).T
+    return scores.softmax(axis=-1) @ x
+
+
+def _normed(x, W):
+    return OPS["layer_norm"](x @ W, eps=1e-5).sigmoid()
+
+
+CHECKPOINTED = [("x + tanh(x @ W1) @ W2", _residual_mlp, [(5, 4), (4, 8), (8, 4)]),
+                ("softmax((x Wq)(x Wk)^T) @ x", _attention_like, [(5, 4), (4, 3), (4, 3)]),
+                ("sigmoid(layer_norm(x @ W))", _normed, [(3, 4), (4, 6)])]
+
+
+def _alive_after_forward(forward, inputs) -> tuple[int, object]:
+    """Bytes allocated by ``forward(*inputs)`` and still alive while its output (and graph) is kept."""
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        out = forward(*inputs)
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before, out
+    finally:
+        tracemalloc.stop()
+
+
+def check_10(m, rng, say) -> None:
+    from .grader import make_inputs
+
+    with registered(m.my_checkpoint) as ckpt:
+        for name, fn, shapes in CHECKPOINTED:
+            for dtype in DTYPES:
+                xs = make_inputs(shapes, dtype, rng)
+                expected = fn(*xs)
+                got = run_learner(f"my_checkpoint(fn={name})", lambda *a, f=fn: ckpt(*a, fn=f), *xs,
+                                  hint_key="checkpoint")
+                compare(f"my_checkpoint's output, fn = {name} ({dtype.__name__})", expected, got, "checkpoint")
+                G = mg.tensor(rng.standard_normal(expected.shape).astype(dtype))
+                want = mg.grad((expected * G).sum(), xs)
+                grads = run_learner(f"backward through my_checkpoint(fn={name})", mg.grad, (got * G).sum(), xs,
+                                    hint_key="checkpoint")
+                for i, (e, gx) in enumerate(zip(want, grads)):
+                    compare(f"my_checkpoint's gradient for input {i}, fn = {name} ({dtype.__name__}), against fn's "
+                            f"own", e, gx, "checkpoint")
+        say(f"my_checkpoint: the output and every input's gradient equal those of fn itself, for {len(CHECKPOINTED)} "
+            f"functions (float32 and float64)")
+        for name, fn, shapes in CHECKPOINTED:
+            xs = make_inputs(shapes, np.float64, rng)
+            G = mg.tensor(rng.standard_normal(fn(*xs).shape))
+            R = [mg.tensor(rng.standard_normal(s)) for s in shapes]
+
+            def second(use_checkpoint, xs=xs, fn=fn, G=G, R=R, name=name):
+                y = ckpt(*xs, fn=fn) if use_checkpoint else fn(*xs)
+                first = mg.grad((y * G).sum(), xs, create_graph=True)
+                if not all(g.requires_grad for g in first):
+                    fail(f"my_checkpoint, second order, fn = {name}",
+                         "under create_graph=True your VJP returned gradients with no graph behind them, so they "
+                         "cannot be differentiated again: recompute from the inputs themselves (not detached "
+                         "copies) and pass create_graph=True on to mg.grad", "checkpoint")
+                return mg.grad(sum((g * r).sum() for g, r in zip(first, R)), xs)
+
+            got = run_learner(f"a second-order gradient through my_checkpoint(fn={name}) (create_graph=True)",
+                              second, True, hint_key="checkpoint")
+            for i, (e, gx) in enumerate(zip(second(False), got)):
+                compare(f"my_checkpoint, second order (a gradient of the gradient) for input {i}, fn = {name}: "
+                        f"with create_graph your VJP must record its recomputation from the inputs themselves",
+                        e, gx, "checkpoint")
+            grade_op_checks("my_checkpoint", ckpt, shapes, rng, params=dict(fn=fn), hint_key="checkpoint")
+        say("my_checkpoint: second-order gradients equal fn's, and gradcheck / gradgradcheck pass")
+
+        blocks, width = 6, 256
+        x = mg.tensor(rng.standard_normal((256, 64)), requires_grad=True)
+        weights = [(mg.tensor(rng.standard_normal((64, width)) / 8, requires_grad=True),
+                    mg.tensor(rng.standard_normal((width, 64)) / 16, requires_grad=True)) for _ in range(blocks)]
+
+        def chain(use_checkpoint):
+            def run(h):
+                for W1, W2 in weights:
+                    h = ckpt(h, W1, W2, fn=_residual_mlp) if use_checkpoint else _residual_mlp(h, W1, W2)
+                return (h * h).mean()
+            return run
+
+        plain_bytes, plain_loss = _alive_after_forward(chain(False), [x])
+        mine_bytes, mine_loss = _alive_after_forward(chain(True), [x])
+        leaves = [x, *[w for pair in weights for w in pair]]
+        for i, (e, gx) in enumerate(zip(mg.grad(plain_loss, leaves), mg.grad(mine_loss, leaves))):
+            compare(f"gradients of a chain of {blocks} checkpointed blocks, leaf {i}", e, gx, "checkpoint")
+        if mine_bytes > 0.35 * plain_bytes:
+            fail("my_checkpoint, memory kept after the forward pass",
+                 f"a chain of {blocks} checkpointed blocks keeps {mine_bytes:,} bytes alive until backward, the plain "
+                 f"chain {plain_bytes:,}: checkpointing should keep only each block's input and output. Run fn under "
+                 f"mg.no_grad() in the forward, and keep nothing else (no saved graph)", "checkpoint")
+        say(f"my_checkpoint: a chain of {blocks} blocks keeps {mine_bytes / plain_bytes:.0%} of the plain chain's "
+            f"memory alive after the forward pass, with the same gradients")

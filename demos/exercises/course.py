@@ -34,6 +34,7 @@ EXERCISES = [
     Exercise(7, "ex07_adamw", "an AdamW step with gradient clipping, against optim.AdamW"),
     Exercise(8, "ex08_kv_cache", "a KV cache for a GPT, against generation without one"),
     Exercise(9, "ex09_forward_mode", "forward mode from the VJPs (double backward), against mg.jvp"),
+    Exercise(10, "ex10_checkpoint", "activation checkpointing: recompute in backward, second order, memory measured"),
 ]
 PACKAGE = __name__.rsplit(".", 1)[0]  # demos.exercises
 

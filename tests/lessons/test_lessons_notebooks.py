@@ -6,6 +6,7 @@ Needs the optional test extra ``notebooks`` (jupytext, nbclient, ipykernel); ski
 """
 
 import importlib.util
+import os
 import shutil
 
 import pytest
@@ -20,8 +21,8 @@ from demos_helpers import DEMOS  # noqa: E402
 ROOT = DEMOS.parent
 # lesson -> how many pictures it displays inline (images: SVG or PNG)
 PICTURES = {"quickstart": 0, "rnn_vanishing_gradient": 1, "attention_from_scratch": 2, "transformer_lesson": 0,
-            "draw_graphs": 5, "forward_or_reverse": 1}
-NEEDS_MATPLOTLIB = {"rnn_vanishing_gradient", "attention_from_scratch", "forward_or_reverse"}
+            "draw_graphs": 5, "forward_or_reverse": 1, "memory_lesson": 1}
+NEEDS_MATPLOTLIB = {"rnn_vanishing_gradient", "attention_from_scratch", "forward_or_reverse", "memory_lesson"}
 
 
 def run_as_notebook(lesson: str):
@@ -30,6 +31,12 @@ def run_as_notebook(lesson: str):
                                      resources={"metadata": {"path": str(DEMOS)}})
     client.execute()
     return notebook
+
+
+@pytest.fixture(autouse=True)
+def kernel_imports_this_checkout(monkeypatch):
+    """The kernel starts in demos/: put this repository first on its path, before any installed copy."""
+    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
 @pytest.mark.parametrize("lesson", list(PICTURES))

@@ -1,0 +1,59 @@
+"""Exercises 10-12 (checkpoint, ring all-reduce, loss scaler): each deliberately wrong answer is caught, and the
+message names the fault. (That each check passes on its reference and says "not started" on its stub is tested
+with the others, in test_exercises.py.)"""
+
+import pytest
+from test_exercises import altered, block, solutions
+
+import minigrad as mg
+from demos.exercises import check
+from demos.exercises.grader import Wrong
+from minigrad.ops import OPS
+
+
+def _wrong_cases():
+    s10 = solutions(10)
+
+    def vjp_without_recording(g, out, *inputs, fn):  # runs fn under backward's no_grad: nothing to differentiate
+        again = fn(*[x.detach() for x in inputs])
+        return mg.grad(again, list(inputs), g)
+
+    def vjp_always_detached(g, out, *inputs, fn):  # right first order, but the gradient is not a function of x
+        starts = [x.detach().requires_grad_() for x in inputs]
+        with mg.enable_grad():
+            again = fn(*starts)
+        return mg.grad(again, starts, g)
+
+    def vjp_for_the_first_input_only(g, out, *inputs, fn):
+        start = inputs[0].detach().requires_grad_()
+        with mg.enable_grad():
+            again = fn(start, *inputs[1:])
+        return (mg.grad(again, [start], g)[0], *[mg.zeros_like(x) for x in inputs[1:]])
+
+    def forward_that_keeps_the_graph(*arrays, fn):  # the output's graph saved: nothing is freed
+        out = fn(*[mg.tensor(a, requires_grad=True) for a in arrays])
+        return out.data, out
+
+    return [
+        (10, dict(my_checkpoint=block(s10.my_checkpoint, vjp=vjp_without_recording)),
+         ["backward through my_checkpoint", "does not require grad"]),
+        (10, dict(my_checkpoint=block(s10.my_checkpoint, vjp=vjp_always_detached)),
+         ["my_checkpoint, second order", "create_graph"]),
+        (10, dict(my_checkpoint=block(s10.my_checkpoint, vjp=vjp_for_the_first_input_only)),
+         ["my_checkpoint's gradient for input 1"]),
+        (10, dict(my_checkpoint=block(s10.my_checkpoint, forward=forward_that_keeps_the_graph)),
+         ["my_checkpoint, memory kept after the forward pass", "mg.no_grad()"]),
+    ]
+
+
+@pytest.mark.parametrize("n, replacements, named", _wrong_cases(),
+                         ids=lambda v: "-".join(f"{k}.{getattr(x, '__name__', '')}" for k, x in v.items())
+                         if isinstance(v, dict) else None)
+def test_a_wrong_machine_exercise_fails_and_the_message_names_the_fault(n, replacements, named):
+    with pytest.raises(Wrong) as caught:
+        check(n, module=altered(n, **replacements), say=lambda line: None)
+    message = str(caught.value)
+    for words in named:
+        assert words in message, f"{words!r} not in: {message}"
+    assert "Read:" in message
+    assert not [name for name in OPS if name.startswith("my_")]
