@@ -720,3 +720,56 @@ def check_10(m, rng, say) -> None:
                  f"mg.no_grad() in the forward, and keep nothing else (no saved graph)", "checkpoint")
         say(f"my_checkpoint: a chain of {blocks} blocks keeps {mine_bytes / plain_bytes:.0%} of the plain chain's "
             f"memory alive after the forward pass, with the same gradients")
+
+
+# --------------------------------------------------------------------------------------
+# 11. The ring all-reduce: the sum on every worker, and the traffic of a ring
+# --------------------------------------------------------------------------------------
+
+class _Ring:
+    """The network of the check: copies between ring neighbours, bytes counted per sender."""
+
+    def __init__(self, n: int):
+        self.n, self.sent, self.wrong_hop = n, [0] * n, None
+
+    def send(self, src, dst, array):
+        if not (isinstance(src, int | np.integer) and isinstance(dst, int | np.integer) and 0 <= src < self.n
+                and dst == (src + 1) % self.n):
+            self.wrong_hop = self.wrong_hop or (src, dst)
+        array = np.asarray(array)
+        if 0 <= int(src) < self.n:
+            self.sent[int(src)] += array.nbytes
+        return array.copy()
+
+
+def check_11(m, rng, say) -> None:
+    cases = [(n, size) for n in (1, 2, 3, 4, 5, 7) for size in (1, n, 10, 3 * n + 1, 1000)]
+    for n, size in cases:
+        for dtype in DTYPES:
+            buffers = [rng.standard_normal(size).astype(dtype) for _ in range(n)]
+            expected = np.sum(np.stack(buffers).astype(np.float64), axis=0).astype(dtype)
+            given = list(buffers)
+            ring = _Ring(n)
+            what = f"ring_all_reduce with {n} worker(s), vectors of {size} ({dtype.__name__})"
+            run_learner(what, m.ring_all_reduce, given, ring.send, hint_key="allreduce")
+            if ring.wrong_hop is not None:
+                fail(what, f"worker {ring.wrong_hop[0]} sent to worker {ring.wrong_hop[1]}: a ring sends only to "
+                           f"the next worker, (i + 1) % N", "allreduce")
+            if any(g is not b for g, b in zip(given, buffers)):
+                fail(what, "replaced a buffer in the list: change the arrays themselves, in place", "allreduce")
+            for i, b in enumerate(buffers):
+                compare(f"{what}: worker {i}'s buffer after the all-reduce, against the sum of all", expected, b,
+                        "allreduce", rtol=1e-5 if dtype == np.float32 else 1e-12)
+            if not all(np.array_equal(b, buffers[0]) for b in buffers):
+                fail(what, "the workers end with vectors that differ in their last bits: in the all-gather, copy "
+                           "the finished chunks (chunk[...] = received) rather than adding into them", "allreduce")
+            itemsize = np.dtype(dtype).itemsize
+            total, most = 2 * (n - 1) * size * itemsize, 2 * (n - 1) * -(-size // n) * itemsize
+            if sum(ring.sent) != total or max(ring.sent) > most:
+                fail(what, f"the workers sent {ring.sent} bytes (in all {sum(ring.sent):,}); a ring all-reduce sends "
+                           f"2 (N - 1) chunks of about size / N per worker: {total:,} bytes in all, at most {most:,} "
+                           f"per worker. Send chunks, not whole vectors, and only through send()", "allreduce")
+    say(f"ring_all_reduce: every worker holds the sum, bit-identical across workers, for N = 1 to 7 and "
+        f"{len(cases)} (N, size) cases (float32 and float64)")
+    say("ring_all_reduce: every worker's traffic is the ring's: 2 (N - 1) chunks of about size / N, "
+        "2 (N - 1) x size bytes in all, sent only to the next worker")

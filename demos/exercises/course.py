@@ -35,6 +35,7 @@ EXERCISES = [
     Exercise(8, "ex08_kv_cache", "a KV cache for a GPT, against generation without one"),
     Exercise(9, "ex09_forward_mode", "forward mode from the VJPs (double backward), against mg.jvp"),
     Exercise(10, "ex10_checkpoint", "activation checkpointing: recompute in backward, second order, memory measured"),
+    Exercise(11, "ex11_ring_all_reduce", "the ring all-reduce of data parallelism: the sum everywhere, bytes counted"),
 ]
 PACKAGE = __name__.rsplit(".", 1)[0]  # demos.exercises
 

@@ -2,6 +2,7 @@
 message names the fault. (That each check passes on its reference and says "not started" on its stub is tested
 with the others, in test_exercises.py.)"""
 
+import numpy as np
 import pytest
 from test_exercises import altered, block, solutions
 
@@ -34,7 +35,41 @@ def _wrong_cases():
         out = fn(*[mg.tensor(a, requires_grad=True) for a in arrays])
         return out.data, out
 
+    def whole_vectors_around_the_ring(buffers, send):  # right sums, (N - 1) x size per worker
+        n = len(buffers)
+        passing = [b.copy() for b in buffers]
+        for _ in range(n - 1):
+            passing = [send(i, (i + 1) % n, passing[i]) for i in range(n)]
+            passing = passing[-1:] + passing[:-1]  # worker i now holds what i - 1 sent
+            for i in range(n):
+                buffers[i] += passing[i]
+
+    def reduce_scatter_only(buffers, send):
+        n = len(buffers)
+        chunks = [np.array_split(b, n) for b in buffers]
+        for step in range(n - 1):
+            received = [send(i, (i + 1) % n, chunks[i][(i - step) % n]) for i in range(n)]
+            for i in range(n):
+                chunks[(i + 1) % n][(i - step) % n] += received[i]
+
+    def backwards_ring(buffers, send):  # right sums, right traffic, but around the ring the other way
+        n = len(buffers)
+        chunks = [np.array_split(b, n) for b in buffers]
+        for step in range(n - 1):
+            received = [send(i, (i - 1) % n, chunks[i][(i + step) % n]) for i in range(n)]
+            for i in range(n):
+                chunks[(i - 1) % n][(i + step) % n] += received[i]
+        for step in range(n - 1):
+            received = [send(i, (i - 1) % n, chunks[i][(i - 1 - step) % n]) for i in range(n)]
+            for i in range(n):
+                chunks[(i - 1) % n][(i - 1 - step) % n][...] = received[i]
+
     return [
+        (11, dict(ring_all_reduce=whole_vectors_around_the_ring), ["ring_all_reduce with 3 worker(s)", "bytes",
+                                                                   "Send chunks, not whole vectors"]),
+        (11, dict(ring_all_reduce=reduce_scatter_only), ["worker 0's buffer after the all-reduce", "expected"]),
+        (11, dict(ring_all_reduce=backwards_ring),
+         ["3 worker(s)", "worker 0 sent to worker 2", "only to the next worker"]),
         (10, dict(my_checkpoint=block(s10.my_checkpoint, vjp=vjp_without_recording)),
          ["backward through my_checkpoint", "does not require grad"]),
         (10, dict(my_checkpoint=block(s10.my_checkpoint, vjp=vjp_always_detached)),
