@@ -773,3 +773,67 @@ def check_11(m, rng, say) -> None:
         f"{len(cases)} (N, size) cases (float32 and float64)")
     say("ring_all_reduce: every worker's traffic is the ring's: 2 (N - 1) chunks of about size / N, "
         "2 (N - 1) x size bytes in all, sent only to the next worker")
+
+
+# --------------------------------------------------------------------------------------
+# 12. Dynamic loss scaling, step by step against the reference's rules
+# --------------------------------------------------------------------------------------
+
+class _CountingOptimizer:
+    def __init__(self):
+        self.steps = 0
+
+    def step(self):
+        self.steps += 1
+
+
+def check_12(m, rng, say) -> None:
+    settings = [dict(), dict(init_scale=2.0 ** 10, growth_interval=3), dict(init_scale=1024.0, growth_factor=4.0,
+                backoff_factor=0.25, growth_interval=2), dict(init_scale=2.0 ** 24, growth_interval=5)]
+    for setting in settings:
+        scaler = run_learner(f"LossScaler({setting})", m.LossScaler, **setting, hint_key="scaler")
+        scale = setting.get("init_scale", 2.0 ** 16)
+        growth, backoff = setting.get("growth_factor", 2.0), setting.get("backoff_factor", 0.5)
+        interval, good = setting.get("growth_interval", 2000), 0
+        loss = mg.tensor(np.float32(rng.uniform(1, 3)), requires_grad=True)
+        scaled = run_learner("LossScaler.scale_loss", scaler.scale_loss, loss, hint_key="scaler")
+        compare(f"LossScaler({setting}).scale_loss(loss): the loss times the scale", loss.data * np.float32(scale),
+                scaled, "scaler")
+        (g,) = mg.grad(scaled, [loss])
+        compare("the gradient through scale_loss (it must be a Tensor op on the loss)", np.float32(scale), g, "scaler")
+        for step in range(30):
+            params = [mg.tensor(rng.standard_normal(shape).astype(np.float32) * scale * 1e-4, requires_grad=True)
+                      for shape in ((3, 4), (5,))]
+            bad = rng.random()
+            if bad < 0.15:
+                params[int(rng.integers(2))].data.flat[0] = np.inf
+            elif bad < 0.3:
+                params[int(rng.integers(2))].data.flat[-1] = np.nan
+            for p in params:
+                p.grad = mg.tensor(p.data.copy())
+            expected = [p.grad.data * np.float32(1 / scale) for p in params]
+            found_inf = not all(np.isfinite(e).all() for e in expected)
+            optimizer = _CountingOptimizer()
+            kind = "inf" if bad < 0.15 else "NaN" if bad < 0.3 else "finite"
+            what = f"LossScaler({setting}), step {step} ({kind} gradients)"
+            taken = run_learner(f"{what}: step()", scaler.step, optimizer, params, hint_key="scaler")
+            for i, (e, p) in enumerate(zip(expected, params)):
+                compare(f"{what}: gradient {i} after step(), unscaled (divided by the scale {scale:g})", e, p.grad,
+                        "scaler", rtol=1e-6, atol=0)
+            if optimizer.steps != (0 if found_inf else 1):
+                fail(what, f"called optimizer.step() {optimizer.steps} time(s); a step whose gradients hold inf or NaN "
+                           f"is skipped, any other is taken once", "scaler")
+            if not isinstance(taken, bool | np.bool_) or bool(taken) != (not found_inf):
+                fail(what, f"step() returned {taken!r}; it says whether the step was taken ({not found_inf})",
+                     "scaler")
+            if found_inf:
+                scale, good = scale * backoff, 0
+            else:
+                good += 1
+                if good == interval:
+                    scale, good = scale * growth, 0
+            if scaler.scale != scale:
+                fail(what, f"the scale after step() is {scaler.scale!r}, expected {scale!r} (back off on inf/NaN and "
+                           f"start counting again; grow after growth_interval good steps in a row)", "scaler")
+    say(f"LossScaler: scale_loss, unscaled gradients, skipped steps and the scale equal the reference over "
+        f"{len(settings)} settings x 30 generated steps (inf and NaN among them)")

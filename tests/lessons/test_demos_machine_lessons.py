@@ -145,3 +145,98 @@ def test_parallel_lesson_ends_pointing_at_pytorch_ddp(parallel_run):
 def test_parallel_plot_is_drawn_into_out(parallel_run):
     [path] = parallel_run.ns.pictures
     assert path == parallel_run.out / "data_parallel.png" and path.read_bytes()[:4] == b"\x89PNG"
+
+
+# --------------------------------------------------------------------------------------
+# Precision
+# --------------------------------------------------------------------------------------
+
+# The formats' constants and the lost update are exact; so is the scaler's schedule on its seeded run.
+PRECISION_PRINTED = """
+float32     24  1.192e-07   0.3333333433   3.4028e+38   1.1755e-38      1.401e-45
+bfloat16     8  7.812e-03   0.3339843750   3.3895e+38   1.1755e-38      9.184e-41
+float16     11  9.766e-04   0.3332519531   6.5504e+04   6.1035e-05      5.960e-08
+float16 of 70000: inf   float16 of 1e-8: 0.0   bfloat16 of 1e-8: 1.0012e-08
+1000 updates of -0.001 to a weight of 1.0 (the exact result: 0.0):
+  the weight kept in bfloat16:          1.000000
+"""
+
+
+@pytest.fixture(scope="module")
+def precision_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("precision")
+    return SimpleNamespace(out=out, **vars(run_cells(DEMOS / "precision_lesson.py", ["--out", out])))
+
+
+def test_precision_lesson_prints_the_formats(precision_run):
+    assert_printed(precision_run.lines, PRECISION_PRINTED)
+
+
+def test_an_update_below_half_an_ulp_vanishes_and_master_weights_keep_it(precision_run):
+    ns = precision_run.ns
+    assert float(ns.bf16_weight) == 1.0  # not one of the 1000 updates registered
+    assert abs(float(ns.master) - 0.0) < 1e-4  # float32 follows them to (nearly) 0
+    assert ns.seen_by_forward[-1] == ns.rounded(float(ns.master), "bfloat16") != 1.0
+
+
+def test_float16_gradients_underflow_and_loss_scaling_recovers_them(precision_run):
+    ns = precision_run.ns
+    nonzero = ns.fp32_grads != 0
+    lost = (nonzero & (ns.fp16_grads == 0)).mean()
+    lost_scaled = (nonzero & (ns.scaled_grads == 0)).mean()
+    assert lost > 0.05 and lost_scaled == 0.0
+    error = np.median(np.abs(ns.fp16_grads - ns.fp32_grads)[nonzero] / np.abs(ns.fp32_grads[nonzero]))
+    error_scaled = np.median(np.abs(ns.scaled_grads - ns.fp32_grads)[nonzero] / np.abs(ns.fp32_grads[nonzero]))
+    assert error_scaled < 1e-3 < 1e-2 < error  # the survivors are coarse too, unless scaled
+
+
+def test_the_scaler_skips_overflowing_steps_then_trains(precision_run):
+    log = precision_run.ns.scaler_log
+    scales = [scale for _, scale, _ in log]
+    taken = [t for _, _, t in log]
+    assert not taken[0] and scales[1] == scales[0] / 2  # 2^24 overflows: skipped, halved
+    first = taken.index(True)
+    assert all(not t for t in taken[:first]) and scales[first] == scales[0] / 2 ** first
+    assert any(b > a for a, b in zip(scales, scales[1:]))  # and it grows again after good steps
+    losses = [loss for loss, _, _ in log]
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.3  # it trains
+
+
+def test_the_lessons_scaler_follows_torch_grad_scaler():
+    """The rules of the lesson's scaler (and exercise 12's reference, the same) give GradScaler's scales."""
+    torch = pytest.importorskip("torch")
+    import minigrad as mg
+    from demos.exercises.solutions.ex12_loss_scaler import LossScaler
+
+    ours = LossScaler(init_scale=2.0 ** 10, growth_interval=3)
+    theirs = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10, growth_interval=3)
+    rng = np.random.default_rng(0)
+    for step in range(40):
+        grad = rng.standard_normal(4).astype(np.float32)
+        if rng.random() < 0.25:
+            grad[0] = np.inf if rng.random() < 0.5 else np.nan
+        w = torch.zeros(4, requires_grad=True)
+        opt = torch.optim.SGD([w], lr=0.1)
+        theirs.scale((w * torch.from_numpy(grad)).sum()).backward()  # w.grad: grad x the scale
+        theirs.step(opt)
+        theirs.update()
+        p = mg.tensor(np.zeros(4, np.float32), requires_grad=True)
+        p.grad = mg.tensor(grad * np.float32(ours.scale))
+        ours.step(SimpleNamespace(step=lambda: None), [p])
+        assert ours.scale == theirs.get_scale(), step
+
+
+def test_pure_bfloat16_falls_behind_and_master_weights_do_not(precision_run):
+    ns = precision_run.ns
+    fp32, master, pure = (ns.curves[k][-20:].mean() for k in ("float32", "bfloat16 + master weights",
+                                                                "pure bfloat16"))
+    assert abs(master - fp32) < 0.02  # "follows the float32 curve closely"
+    assert pure > fp32 + 0.04  # "falls behind"
+    assert ns.unmoved["pure bfloat16"] > 0.1 and ns.unmoved["float32"] < 0.01
+    assert ns.gain_moves["pure bfloat16"] == 0.0 < ns.gain_moves["float32"]  # the norm gains never move
+
+
+@pytest.mark.skipif(not HAS_MATPLOTLIB, reason="matplotlib is not installed")
+def test_precision_plot_is_drawn_into_out(precision_run):
+    [path] = precision_run.ns.pictures
+    assert path == precision_run.out / "precision_curves.png" and path.read_bytes()[:4] == b"\x89PNG"

@@ -12,6 +12,11 @@ from demos.exercises.grader import Wrong
 from minigrad.ops import OPS
 
 
+class _Counting:
+    def step(self):
+        pass
+
+
 def _wrong_cases():
     s10 = solutions(10)
 
@@ -64,7 +69,37 @@ def _wrong_cases():
             for i in range(n):
                 chunks[(i - 1) % n][(i - 1 - step) % n][...] = received[i]
 
+    s12 = solutions(12)
+
+    class StepsOnInf(s12.LossScaler):  # unscales and rescales right, but never skips
+        def step(self, optimizer, params):
+            super().step(_Counting(), params)
+            optimizer.step()
+            return True
+
+    class IgnoresNaN(s12.LossScaler):  # np.isinf instead of np.isfinite: a NaN gradient goes through
+        def step(self, optimizer, params):
+            found = False
+            for p in params:
+                p.grad.data *= np.float32(1 / self.scale)
+                found = found or bool(np.isinf(p.grad.data).any())
+            if not found:
+                optimizer.step()
+            self.scale *= self.backoff_factor if found else 1.0
+            return not found
+
+    class KeepsCounting(s12.LossScaler):  # backs off on inf but does not restart the count of good steps
+        def step(self, optimizer, params):
+            good = self.good_steps
+            taken = super().step(optimizer, params)
+            if not taken:
+                self.good_steps = good
+            return taken
+
     return [
+        (12, dict(LossScaler=StepsOnInf), ["called optimizer.step() 1 time(s)", "is skipped"]),
+        (12, dict(LossScaler=IgnoresNaN), ["NaN gradients", "called optimizer.step() 1 time(s)"]),
+        (12, dict(LossScaler=KeepsCounting), ["the scale after step()", "start counting again"]),
         (11, dict(ring_all_reduce=whole_vectors_around_the_ring), ["ring_all_reduce with 3 worker(s)", "bytes",
                                                                    "Send chunks, not whole vectors"]),
         (11, dict(ring_all_reduce=reduce_scatter_only), ["worker 0's buffer after the all-reduce", "expected"]),
