@@ -136,3 +136,20 @@ def test_graph_bytes_counts_a_view_once():
     y = (x * 2.0).reshape(6, 4).T  # two views of one new array
     counted = graph_bytes(y.sum())
     assert counted.activations == 4 * 6 * 8 + 8 and counted.parameters == x.data.nbytes
+
+
+def test_checkpoint_of_a_function_reading_a_computed_tensor():
+    """fn may read a tensor computed outside it (not a leaf): its gradient reaches that tensor's leaves once."""
+    x = mg.tensor(rng.normal(size=(3, 4)), requires_grad=True)
+    scaled = W1 * 2.0  # computed before the segment, read inside it, and used again outside
+
+    def fn(h):
+        return (h @ scaled).tanh()
+
+    def loss(make):
+        return (make(x) ** 2).sum() + scaled.sum()
+
+    want = mg.grad(loss(fn), [x, W1], retain_graph=True)
+    got = mg.grad(loss(lambda h: checkpoint(fn, h)), [x, W1], retain_graph=True)
+    for a, b in zip(want, got):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-13)
