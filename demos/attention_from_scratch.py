@@ -92,12 +92,12 @@ print("(its four features: cardiac, body location, person, function word)")
 # d_k dimensions has variance d_k: the scores spread as sqrt(d_k). One random
 # query against 10 random keys, for growing d_k: the spread of the raw scores,
 # and the largest softmax weight with and without dividing by sqrt(d_k). One
-# draw could say anything, so each row is 2000 draws (their own generator,
+# draw could say anything, so each row is 1000 draws (their own generator,
 # seed 1): the mean and the standard deviation of the largest weight, and how
 # often one key takes more than 0.99 of the weight.
 
 # %%
-def scaling_spread(draws: int = 2000, n_keys: int = 10, seed: int = 1) -> list[dict]:
+def scaling_spread(draws: int = 1000, n_keys: int = 10, seed: int = 1) -> list[dict]:
     """Per d_k, over ``draws`` random queries with 10 random keys each: the scores' spread and the largest weight."""
     rng = np.random.default_rng(seed)
     rows = []
@@ -112,7 +112,7 @@ def scaling_spread(draws: int = 2000, n_keys: int = 10, seed: int = 1) -> list[d
 
 
 scaling = scaling_spread()
-print("One query, 10 keys, entries standard normal, 2000 draws; the largest of the 10 softmax weights, "
+print("One query, 10 keys, entries standard normal, 1000 draws; the largest of the 10 softmax weights, "
       "mean +- standard deviation:")
 for r in scaling:
     print(f"d_k = {r['d_k']:>3}: spread (std) of the scores {r['std']:6.2f} | largest weight without scaling "
