@@ -53,6 +53,7 @@ def test_memory_activations_outweigh_the_weights_and_grow_with_batch_and_context
     ns = memory_run.ns
     by = {(r["B"], r["T"]): r["measured"] for r in ns.rows}
     assert by[4, 64] > 2 * ns.weights_and_state  # "soon outweigh everything else"
+    assert by[1, 64] < ns.weights_and_state < by[2, 64]  # "for all but the smallest batches" (the closing text)
     assert by[16, 64] - by[8, 64] == 2 * (by[8, 64] - by[4, 64])  # linear in the batch
     assert by[4, 128] > 2.1 * by[4, 64] and by[4, 64] > 2.1 * by[4, 32]  # faster than linear in the context
 
