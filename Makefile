@@ -3,7 +3,7 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench notebooks clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -22,6 +22,10 @@ lint: $(BIN)/.installed
 
 bench: $(BIN)/.installed
 	$(BIN)/python -m benchmarks.train_step
+
+notebooks: $(BIN)/.installed   ## every lesson as a .ipynb (made from its script) in out/notebooks/
+	$(BIN)/pip install -q -e '.[notebooks]'
+	$(BIN)/python -m demos.make_notebooks
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -43,6 +43,9 @@ LESSONS = {
     "transformer_lesson": (["demos.transformer_lesson"], False),
     "draw_graphs": (["demos.draw_graphs"], True),
     "forward_or_reverse": (["demos.forward_or_reverse"], True),
+    "memory_lesson": (["demos.memory_lesson"], True),
+    "data_parallel_lesson": (["demos.data_parallel_lesson"], True),
+    "precision_lesson": (["demos.precision_lesson"], True),
     "induction_heads": (["demos.induction_heads", "--quiet"], True),
     "seq2seq": (["demos.seq2seq", "--quiet"], True),
 }

@@ -398,6 +398,37 @@ class astype:
         return (g.astype(x.dtype),)
 
 
+@op(method="round_to")
+class round_to:
+    """Each element rounded to the nearest value of a narrower float format, kept in x's dtype (emulation).
+
+    ``x.round_to("bfloat16")``: bfloat16 is float32's sign and 8 exponent bits with the top 7 of its 23
+    fraction bits, so the rounding adds to float32's bit pattern and clears the low 16 bits (round to
+    nearest, ties to even; float32's range, 8 significant bits). ``"float16"``: IEEE half precision, 11
+    significant bits, largest 65504, subnormals down to 2**-24, then 0 (NumPy's own cast). ``"float32"``
+    and ``"float64"``: those formats (no change where x holds no more). float64 input is rounded to
+    float32 first, as PyTorch's ``x.to(torch.bfloat16)`` does. The gradient is rounded the same way: a
+    value held in a format has its gradient held in it too (PyTorch's gradient of a bfloat16 tensor is
+    bfloat16), which is how float16 gradients underflow. demos/precision_lesson.py shows what it does.
+    """
+    samples = [sample((3, 4), fmt="float64")]  # gradcheck runs in float64; the roundings are tested apart
+
+    def forward(x, *, fmt):
+        if fmt == "bfloat16":
+            bits = x.astype(np.float32).view(np.uint32)
+            bits = (bits + (0x7FFF + ((bits >> 16) & 1))) & 0xFFFF0000  # nearest, ties to the even last bit
+            out = np.where(np.isnan(x), x, bits.view(np.float32))  # (a NaN's bits could round into inf)
+        elif fmt in ("float16", "float32", "float64"):
+            with np.errstate(over="ignore"):  # beyond the format's largest value is inf, as in a real cast
+                out = x.astype(fmt)
+        else:
+            raise ValueError(f"fmt must be 'bfloat16', 'float16', 'float32' or 'float64', got {fmt!r}")
+        return out.astype(x.dtype, copy=False)
+
+    def vjp(g, out, x, *, fmt):
+        return (g.round_to(fmt),)
+
+
 # --------------------------------------------------------------------------------------
 # Reductions (NumPy's axis= / keepdims= names)
 # --------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from minigrad import nn
+from minigrad.autograd import checkpoint
 from minigrad.nn import KVCache, init
 from minigrad.nn import functional as F
 from minigrad.nn.checks import GELU_FORMS
@@ -197,10 +198,17 @@ class GPT(nn.Module):
     residual's variance does not grow with depth. ``seed`` (an int) or ``rng``
     (a NumPy Generator) makes them reproducible; without either, the default
     generator of ``minigrad.nn`` (``nn.manual_seed``) draws them. float32.
+
+    ``checkpoint=True`` (or setting ``model.checkpoint`` later) checkpoints each
+    block while training: its activations are recomputed in backward instead of
+    kept (``minigrad.autograd.checkpoint``), the same gradients for less memory
+    and one more forward pass.
     """
 
-    def __init__(self, config: GPTConfig, *, seed: int | None = None, rng: np.random.Generator | None = None):
+    def __init__(self, config: GPTConfig, *, seed: int | None = None, rng: np.random.Generator | None = None,
+                 checkpoint: bool = False):
         super().__init__()
+        self.checkpoint = bool(checkpoint)
         checks.config_type(config, GPTConfig, "GPT")
         rng = init.resolve_rng(rng, seed, who="GPT")
         self.config = c = config
@@ -250,7 +258,10 @@ class GPT(nn.Module):
             x = self.pos_emb(x, offset=start)  # + the encoding of positions start .. start + T - 1
         x = self.drop(x)
         for i, block in enumerate(self.blocks):
-            x = block(x, cache=kv_caches[i] if kv_caches else None)  # (B, T, d_model)
+            if self.checkpoint and not kv_caches:  # keep only x; rerun the block (same dropout masks) in backward
+                x = checkpoint(block, x, rngs=(block.attn.rng, block.dropout.rng))
+            else:
+                x = block(x, cache=kv_caches[i] if kv_caches else None)  # (B, T, d_model)
         x = self.norm_f(x)
         logits = self.lm_head(x)  # (B, T, vocab_size)
 

@@ -70,3 +70,14 @@ def test_the_ops_a_doc_adds_are_gone_afterwards(tmp_path, monkeypatch):
 def test_the_docs_are_linked_from_the_readme():
     readme = (DOCS.parent / "README.md").read_text()
     assert "docs/backward.md" in readme and "docs/adding_an_op.md" in readme
+
+
+def test_the_checkpoint_and_precision_page_runs_and_says_what_it_prints(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    run_doc(DOCS / "checkpoint_and_precision.md")
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "checkpoint 2"
+    assert printed[1] == "[1.0, 1.015625, 70144.0, 1.0011717677116394e-08]"
+    assert printed[2] == "[1.00390625, 1.01171875, inf, 0.0]"
+    assert printed[3] == "[0.0, 0.0010004043579101562]"
+    assert "docs/checkpoint_and_precision.md" in (DOCS.parent / "README.md").read_text()

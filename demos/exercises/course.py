@@ -34,6 +34,9 @@ EXERCISES = [
     Exercise(7, "ex07_adamw", "an AdamW step with gradient clipping, against optim.AdamW"),
     Exercise(8, "ex08_kv_cache", "a KV cache for a GPT, against generation without one"),
     Exercise(9, "ex09_forward_mode", "forward mode from the VJPs (double backward), against mg.jvp"),
+    Exercise(10, "ex10_checkpoint", "activation checkpointing: recompute in backward, second order, memory measured"),
+    Exercise(11, "ex11_ring_all_reduce", "the ring all-reduce of data parallelism: the sum everywhere, bytes counted"),
+    Exercise(12, "ex12_loss_scaler", "dynamic loss scaling for float16 (GradScaler): skip on inf/NaN, rescale"),
 ]
 PACKAGE = __name__.rsplit(".", 1)[0]  # demos.exercises
 

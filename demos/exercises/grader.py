@@ -33,6 +33,9 @@ DOCS = {
     "kv": "minigrad/nn/attention.py (KVCache) and models/gpt.py (generation with the cache)",
     "jvp": "minigrad/autograd/functional.py ('Forward mode here is double backward')",
     "softmax": "minigrad/ops.py, the blocks softmax and log_softmax (stable: shift by the max)",
+    "checkpoint": "minigrad/autograd/checkpoint.py and the lesson demos/memory_lesson.py, section 4",
+    "allreduce": "the lesson demos/data_parallel_lesson.py, section 2 (the ring, step by step)",
+    "scaler": "the lesson demos/precision_lesson.py, section 4 (dynamic loss scaling)",
 }
 
 DTYPES = (np.float64, np.float32)

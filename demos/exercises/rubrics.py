@@ -637,3 +637,228 @@ def grade_9(m, rng, say) -> None:
                 mg.jacobian(fn, x).data.reshape(-1, x.size), np.stack(columns, axis=-1), "jvp")
     say(f"jvp: output and J t equal mg.jvp for {len(functions)} functions (float32 and float64); the whole "
         f"Jacobian, column by column, equals mg.jacobian's")
+
+
+# --------------------------------------------------------------------------------------
+# 10. Activation checkpointing as an op, against the function itself; and the memory it saves
+# --------------------------------------------------------------------------------------
+
+def _residual_mlp(x, W1, W2):
+    return x + (x @ W1).tanh() @ W2
+
+
+def _attention_like(x, Wq, Wk):
+    scores = (x @ Wq) @ (x @ Wk).T
+    return scores.softmax(axis=-1) @ x
+
+
+def _normed(x, W):
+    return OPS["layer_norm"](x @ W, eps=1e-5).sigmoid()
+
+
+CHECKPOINTED = [("x + tanh(x @ W1) @ W2", _residual_mlp, [(5, 4), (4, 8), (8, 4)]),
+                ("softmax((x Wq)(x Wk)^T) @ x", _attention_like, [(5, 4), (4, 3), (4, 3)]),
+                ("sigmoid(layer_norm(x @ W))", _normed, [(3, 4), (4, 6)])]
+
+
+def _alive_after_forward(forward, inputs) -> tuple[int, object]:
+    """Bytes allocated by ``forward(*inputs)`` and still alive while its output (and graph) is kept."""
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        out = forward(*inputs)
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before, out
+    finally:
+        tracemalloc.stop()
+
+
+def grade_10(m, rng, say) -> None:
+    from .grader import make_inputs
+
+    with registered(m.my_checkpoint) as ckpt:
+        for name, fn, shapes in CHECKPOINTED:
+            for dtype in DTYPES:
+                xs = make_inputs(shapes, dtype, rng)
+                expected = fn(*xs)
+                got = run_learner(f"my_checkpoint(fn={name})", lambda *a, f=fn: ckpt(*a, fn=f), *xs,
+                                  hint_key="checkpoint")
+                compare(f"my_checkpoint's output, fn = {name} ({dtype.__name__})", expected, got, "checkpoint")
+                G = mg.tensor(rng.standard_normal(expected.shape).astype(dtype))
+                want = mg.grad((expected * G).sum(), xs)
+                grads = run_learner(f"backward through my_checkpoint(fn={name})", mg.grad, (got * G).sum(), xs,
+                                    hint_key="checkpoint")
+                for i, (e, gx) in enumerate(zip(want, grads)):
+                    compare(f"my_checkpoint's gradient for input {i}, fn = {name} ({dtype.__name__}), against fn's "
+                            f"own", e, gx, "checkpoint")
+        say(f"my_checkpoint: the output and every input's gradient equal those of fn itself, for {len(CHECKPOINTED)} "
+            f"functions (float32 and float64)")
+        for name, fn, shapes in CHECKPOINTED:
+            xs = make_inputs(shapes, np.float64, rng)
+            G = mg.tensor(rng.standard_normal(fn(*xs).shape))
+            R = [mg.tensor(rng.standard_normal(s)) for s in shapes]
+
+            def second(use_checkpoint, xs=xs, fn=fn, G=G, R=R, name=name):
+                y = ckpt(*xs, fn=fn) if use_checkpoint else fn(*xs)
+                first = mg.grad((y * G).sum(), xs, create_graph=True)
+                if not all(g.requires_grad for g in first):
+                    fail(f"my_checkpoint, second order, fn = {name}",
+                         "under create_graph=True your VJP returned gradients with no graph behind them, so they "
+                         "cannot be differentiated again: recompute from the inputs themselves (not detached "
+                         "copies) and pass create_graph=True on to mg.grad", "checkpoint")
+                return mg.grad(sum((g * r).sum() for g, r in zip(first, R)), xs)
+
+            got = run_learner(f"a second-order gradient through my_checkpoint(fn={name}) (create_graph=True)",
+                              second, True, hint_key="checkpoint")
+            for i, (e, gx) in enumerate(zip(second(False), got)):
+                compare(f"my_checkpoint, second order (a gradient of the gradient) for input {i}, fn = {name}: "
+                        f"with create_graph your VJP must record its recomputation from the inputs themselves",
+                        e, gx, "checkpoint")
+            grade_gradcheck("my_checkpoint", ckpt, shapes, rng, params=dict(fn=fn), hint_key="checkpoint")
+        say("my_checkpoint: second-order gradients equal fn's, and gradcheck / gradgradcheck pass")
+
+        blocks, width = 6, 256
+        x = mg.tensor(rng.standard_normal((256, 64)), requires_grad=True)
+        weights = [(mg.tensor(rng.standard_normal((64, width)) / 8, requires_grad=True),
+                    mg.tensor(rng.standard_normal((width, 64)) / 16, requires_grad=True)) for _ in range(blocks)]
+
+        def chain(use_checkpoint):
+            def run(h):
+                for W1, W2 in weights:
+                    h = ckpt(h, W1, W2, fn=_residual_mlp) if use_checkpoint else _residual_mlp(h, W1, W2)
+                return (h * h).mean()
+            return run
+
+        plain_bytes, plain_loss = _alive_after_forward(chain(False), [x])
+        mine_bytes, mine_loss = _alive_after_forward(chain(True), [x])
+        leaves = [x, *[w for pair in weights for w in pair]]
+        for i, (e, gx) in enumerate(zip(mg.grad(plain_loss, leaves), mg.grad(mine_loss, leaves))):
+            compare(f"gradients of a chain of {blocks} checkpointed blocks, leaf {i}", e, gx, "checkpoint")
+        if mine_bytes > 0.35 * plain_bytes:
+            fail("my_checkpoint, memory kept after the forward pass",
+                 f"a chain of {blocks} checkpointed blocks keeps {mine_bytes:,} bytes alive until backward, the plain "
+                 f"chain {plain_bytes:,}: checkpointing should keep only each block's input and output. Run fn under "
+                 f"mg.no_grad() in the forward, and keep nothing else (no saved graph)", "checkpoint")
+        say(f"my_checkpoint: a chain of {blocks} blocks keeps {mine_bytes / plain_bytes:.0%} of the plain chain's "
+            f"memory alive after the forward pass, with the same gradients")
+
+
+# --------------------------------------------------------------------------------------
+# 11. The ring all-reduce: the sum on every worker, and the traffic of a ring
+# --------------------------------------------------------------------------------------
+
+class _Ring:
+    """The network of the check: copies between ring neighbours, bytes counted per sender."""
+
+    def __init__(self, n: int):
+        self.n, self.sent, self.wrong_hop = n, [0] * n, None
+
+    def send(self, src, dst, array):
+        if not (isinstance(src, int | np.integer) and isinstance(dst, int | np.integer) and 0 <= src < self.n
+                and dst == (src + 1) % self.n):
+            self.wrong_hop = self.wrong_hop or (src, dst)
+        array = np.asarray(array)
+        if 0 <= int(src) < self.n:
+            self.sent[int(src)] += array.nbytes
+        return array.copy()
+
+
+def grade_11(m, rng, say) -> None:
+    cases = [(n, size) for n in (1, 2, 3, 4, 5, 7) for size in (1, n, 10, 3 * n + 1, 1000)]
+    for n, size in cases:
+        for dtype in DTYPES:
+            buffers = [rng.standard_normal(size).astype(dtype) for _ in range(n)]
+            expected = np.sum(np.stack(buffers).astype(np.float64), axis=0).astype(dtype)
+            given = list(buffers)
+            ring = _Ring(n)
+            what = f"ring_all_reduce with {n} worker(s), vectors of {size} ({dtype.__name__})"
+            run_learner(what, m.ring_all_reduce, given, ring.send, hint_key="allreduce")
+            if ring.wrong_hop is not None:
+                fail(what, f"worker {ring.wrong_hop[0]} sent to worker {ring.wrong_hop[1]}: a ring sends only to "
+                           f"the next worker, (i + 1) % N", "allreduce")
+            if any(g is not b for g, b in zip(given, buffers)):
+                fail(what, "replaced a buffer in the list: change the arrays themselves, in place", "allreduce")
+            for i, b in enumerate(buffers):
+                compare(f"{what}: worker {i}'s buffer after the all-reduce, against the sum of all", expected, b,
+                        "allreduce", rtol=1e-5 if dtype == np.float32 else 1e-12)
+            if not all(np.array_equal(b, buffers[0]) for b in buffers):
+                fail(what, "the workers end with vectors that differ in their last bits: in the all-gather, copy "
+                           "the finished chunks (chunk[...] = received) rather than adding into them", "allreduce")
+            itemsize = np.dtype(dtype).itemsize
+            total, most = 2 * (n - 1) * size * itemsize, 2 * (n - 1) * -(-size // n) * itemsize
+            if sum(ring.sent) != total or max(ring.sent) > most:
+                fail(what, f"the workers sent {ring.sent} bytes (in all {sum(ring.sent):,}); a ring all-reduce sends "
+                           f"2 (N - 1) chunks of about size / N per worker: {total:,} bytes in all, at most {most:,} "
+                           f"per worker. Send chunks, not whole vectors, and only through send()", "allreduce")
+    say(f"ring_all_reduce: every worker holds the sum, bit-identical across workers, for N = 1 to 7 and "
+        f"{len(cases)} (N, size) cases (float32 and float64)")
+    say("ring_all_reduce: every worker's traffic is the ring's: 2 (N - 1) chunks of about size / N, "
+        "2 (N - 1) x size bytes in all, sent only to the next worker")
+
+
+# --------------------------------------------------------------------------------------
+# 12. Dynamic loss scaling, step by step against the reference's rules
+# --------------------------------------------------------------------------------------
+
+class _CountingOptimizer:
+    def __init__(self):
+        self.steps = 0
+
+    def step(self):
+        self.steps += 1
+
+
+def grade_12(m, rng, say) -> None:
+    settings = [dict(), dict(init_scale=2.0 ** 10, growth_interval=3), dict(init_scale=1024.0, growth_factor=4.0,
+                backoff_factor=0.25, growth_interval=2), dict(init_scale=2.0 ** 24, growth_interval=5)]
+    for setting in settings:
+        scaler = run_learner(f"LossScaler({setting})", m.LossScaler, **setting, hint_key="scaler")
+        scale = setting.get("init_scale", 2.0 ** 16)
+        growth, backoff = setting.get("growth_factor", 2.0), setting.get("backoff_factor", 0.5)
+        interval, good = setting.get("growth_interval", 2000), 0
+        loss = mg.tensor(np.float32(rng.uniform(1, 3)), requires_grad=True)
+        scaled = run_learner("LossScaler.scale_loss", scaler.scale_loss, loss, hint_key="scaler")
+        compare(f"LossScaler({setting}).scale_loss(loss): the loss times the scale", loss.data * np.float32(scale),
+                scaled, "scaler")
+        (g,) = mg.grad(scaled, [loss])
+        compare("the gradient through scale_loss (it must be a Tensor op on the loss)", np.float32(scale), g, "scaler")
+        for step in range(30):
+            params = [mg.tensor(rng.standard_normal(shape).astype(np.float32) * scale * 1e-4, requires_grad=True)
+                      for shape in ((3, 4), (5,))]
+            bad = rng.random()
+            if bad < 0.15:
+                params[int(rng.integers(2))].data.flat[0] = np.inf
+            elif bad < 0.3:
+                params[int(rng.integers(2))].data.flat[-1] = np.nan
+            for p in params:
+                p.grad = mg.tensor(p.data.copy())
+            expected = [p.grad.data * np.float32(1 / scale) for p in params]
+            found_inf = not all(np.isfinite(e).all() for e in expected)
+            optimizer = _CountingOptimizer()
+            kind = "inf" if bad < 0.15 else "NaN" if bad < 0.3 else "finite"
+            what = f"LossScaler({setting}), step {step} ({kind} gradients)"
+            taken = run_learner(f"{what}: step()", scaler.step, optimizer, params, hint_key="scaler")
+            for i, (e, p) in enumerate(zip(expected, params)):
+                compare(f"{what}: gradient {i} after step(), unscaled (divided by the scale {scale:g})", e, p.grad,
+                        "scaler", rtol=1e-6, atol=0)
+            if optimizer.steps != (0 if found_inf else 1):
+                fail(what, f"called optimizer.step() {optimizer.steps} time(s); a step whose gradients hold inf or NaN "
+                           f"is skipped, any other is taken once", "scaler")
+            if not isinstance(taken, bool | np.bool_) or bool(taken) != (not found_inf):
+                fail(what, f"step() returned {taken!r}; it says whether the step was taken ({not found_inf})",
+                     "scaler")
+            if found_inf:
+                scale, good = scale * backoff, 0
+            else:
+                good += 1
+                if good == interval:
+                    scale, good = scale * growth, 0
+            if scaler.scale != scale:
+                fail(what, f"the scale after step() is {scaler.scale!r}, expected {scale!r} (back off on inf/NaN and "
+                           f"start counting again; grow after growth_interval good steps in a row)", "scaler")
+    say(f"LossScaler: scale_loss, unscaled gradients, skipped steps and the scale equal the reference over "
+        f"{len(settings)} settings x 30 generated steps (inf and NaN among them)")

@@ -10,14 +10,17 @@ Read in this order:
 
 Beside them: ``vjp_checks.py`` (what a VJP must return, and the errors that name the op),
 ``anomaly.py`` (``detect_anomaly``), ``freed.py`` (what backward keeps of a node it frees, so
-the graph can still be drawn).
+the graph can still be drawn), ``checkpoint.py`` (``checkpoint``: keep a segment's inputs, recompute
+it in backward), ``memory.py`` (``graph_bytes``: what a recorded graph holds for backward).
 """
 
 from .anomaly import AnomalyError, detect_anomaly
 from .backprop import backward, grad
+from .checkpoint import checkpoint
 from .functional import hessian, hvp, jacobian, jvp, linearize, vjp
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+from .memory import GraphBytes, graph_bytes
 from .vjp_checks import VJPError
 
-__all__ = ["AnomalyError", "GradcheckError", "VJPError", "backward", "detect_anomaly", "grad", "gradcheck",
-           "gradgradcheck", "hessian", "hvp", "jacobian", "jvp", "linearize", "vjp"]
+__all__ = ["AnomalyError", "GradcheckError", "GraphBytes", "VJPError", "backward", "checkpoint", "detect_anomaly",
+           "grad", "gradcheck", "graph_bytes", "gradgradcheck", "hessian", "hvp", "jacobian", "jvp", "linearize", "vjp"]

@@ -1,0 +1,243 @@
+"""The lessons on the machine: memory (demos/memory_lesson), data parallelism (demos/data_parallel_lesson) and
+precision (demos/precision_lesson). Each runs once per module, cell by cell as Jupyter would run it; the numbers
+it prints are pinned, and so is every claim its prose makes about them."""
+
+import importlib.util
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from demos_helpers import DEMOS, run_cells
+
+HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+
+
+def assert_printed(lines, expected: str):
+    for line in expected.strip("\n").splitlines():
+        assert line in lines, f"missing line: {line!r}"
+
+
+# --------------------------------------------------------------------------------------
+# Memory
+# --------------------------------------------------------------------------------------
+
+# Every number here is a count of bytes from shapes, predicted and read from the graph: exact on any machine.
+MEMORY_PRINTED = """
+212,416 parameters predicted, 212,416 counted
+parameters              849,664            849,664
+gradients               849,664            849,664
+AdamW state           1,699,328          1,699,328
+  per block, predicted 1,902,592   measured 1,902,592 (the 4-layer graph minus the 1-layer one, over 3)
+  whole model, predicted 7,940,100   measured 7,940,100
+Prediction equals the graph's bytes at every size: True
+Graph after the forward pass, B = 4, T = 64: predicted 591,876 bytes, measured 591,876 (plain: 7,940,100)
+"""
+
+
+@pytest.fixture(scope="module")
+def memory_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("memory")
+    return SimpleNamespace(out=out, **vars(run_cells(DEMOS / "memory_lesson.py", ["--out", out])))
+
+
+def test_memory_lesson_prints_its_counts(memory_run):
+    assert_printed(memory_run.lines, MEMORY_PRINTED)
+
+
+def test_memory_predictions_equal_the_graph_at_every_size(memory_run):
+    rows = memory_run.ns.rows
+    assert len(rows) == 8 and all(r["predicted"] == r["measured"] for r in rows)
+
+
+def test_memory_activations_outweigh_the_weights_and_grow_with_batch_and_context(memory_run):
+    ns = memory_run.ns
+    by = {(r["B"], r["T"]): r["measured"] for r in ns.rows}
+    assert by[4, 64] > 2 * ns.weights_and_state  # "soon outweigh everything else"
+    assert by[1, 64] < ns.weights_and_state < by[2, 64]  # "for all but the smallest batches" (the closing text)
+    assert by[16, 64] - by[8, 64] == 2 * (by[8, 64] - by[4, 64])  # linear in the batch
+    assert by[4, 128] > 2.1 * by[4, 64] and by[4, 64] > 2.1 * by[4, 32]  # faster than linear in the context
+
+
+def test_memory_step_peak_sits_above_the_activations(memory_run):
+    for r in memory_run.ns.rows:  # tracemalloc: the graph's arrays, plus gradients and working arrays
+        assert r["measured"] < r["peak"] < 2 * r["measured"] + 4 * 2**20, r
+
+
+def test_checkpointing_gives_the_same_gradients_and_a_lower_peak(memory_run):
+    ns = memory_run.ns
+    assert ns.gradient_difference < 1e-12
+    assert any(line.startswith("float64, 68 parameter tensors: largest |plain gradient - checkpointed gradient|")
+               for line in memory_run.lines)
+    ratios = [r["peak_checkpointed"] / r["peak"] for r in ns.rows]
+    assert max(ratios) < 0.8 and min(ratios) < 0.5  # lower everywhere; about half and less for the larger sizes
+    assert all(r["checkpointed"] < 0.1 * r["measured"] for r in ns.rows if r["T"] >= 32)
+    assert ns.time_ratio > 0  # measured and printed; never asserted (tests do not hold wall-clock times)
+
+
+@pytest.mark.skipif(not HAS_MATPLOTLIB, reason="matplotlib is not installed")
+def test_memory_plot_is_drawn_into_out(memory_run):
+    [path] = memory_run.ns.pictures
+    assert path == memory_run.out / "activation_memory.png" and path.read_bytes()[:4] == b"\x89PNG"
+
+
+# --------------------------------------------------------------------------------------
+# Data parallelism
+# --------------------------------------------------------------------------------------
+
+# The ring on (1..8) * 10^i, and every count of bytes: exact.
+PARALLEL_PRINTED = """
+4 workers, 2 sequences each; gradient vector: 27,008 float64 numbers (216,064 bytes)
+start               1    2    3    4    5    6    7    8 |   10   20   30   40   50   60   70   80 |  100  200  300  400  500  600  700  800 | 1000 2000 3000 4000 5000 6000 7000 8000
+reduce-scatter 1    1    2    3    4    5    6 7007 8008 |   11   22   30   40   50   60   70   80 |  100  200  330  440  500  600  700  800 | 1000 2000 3000 4000 5500 6600 7000 8000
+reduce-scatter 3    1    2 3333 4444 5505 6606 7007 8008 |   11   22   30   40 5555 6666 7077 8088 |  111  222  330  440  500  600 7777 8888 | 1111 2222 3330 4440 5500 6600 7000 8000
+all-gather 3     1111 2222 3333 4444 5555 6666 7777 8888 | 1111 2222 3333 4444 5555 6666 7777 8888 | 1111 2222 3333 4444 5555 6666 7777 8888 | 1111 2222 3333 4444 5555 6666 7777 8888
+every worker holds the sum (1..8) * 1111: True
+bytes sent by each worker: [324096, 324096, 324096, 324096]
+formula 2 (N - 1) / N x size: 324,096 bytes per worker; all workers together 1,296,384 = 2 (N - 1) x size = 1,296,384
+every worker ends with the same vector, bit for bit: True
+largest |parameter, ZeRO-1 - replicated AdamW on the same all-reduced gradients| over 20 steps: 0.0e+00
+the 4 workers hold the same parameters after every step: True
+replicated                         432,128         432,128            864,256   864,256
+ZeRO-1, worker 0                   432,128         108,032            540,160   540,160
+ZeRO-1, worker 3                   432,128         108,032            540,160   540,160
+"""  # noqa: E501
+
+
+@pytest.fixture(scope="module")
+def parallel_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("parallel")
+    return SimpleNamespace(out=out, **vars(run_cells(DEMOS / "data_parallel_lesson.py", ["--out", out])))
+
+
+def test_parallel_lesson_prints_its_ring_and_its_counts(parallel_run):
+    assert_printed(parallel_run.lines, PARALLEL_PRINTED)
+
+
+def test_all_reduce_equals_gradient_accumulation_and_grad_accum(parallel_run):
+    ns = parallel_run.ns
+    assert ns.all_reduce_vs_accumulation < 1e-12
+    assert ns.all_reduce_vs_project < 1e-12  # demos.train_charlm.accumulate_gradients: what --grad-accum runs
+    assert ns.all_reduce_vs_whole_batch < 1e-12
+
+
+def test_ring_traffic_is_the_formula_for_every_worker_count(parallel_run):
+    ns = parallel_run.ns
+    size = ns.n_params * 8
+    for n, sent in zip(ns.NS, ns.traffic):
+        assert sent == 2 * (n - 1) * size / n
+
+
+def test_zero1_follows_adamw_over_20_steps_with_a_quarter_of_the_state(parallel_run):
+    ns = parallel_run.ns
+    assert len(ns.zero_trajectory) == 20 and ns.zero_vs_replicated == 0.0 and ns.zero_vs_plain < 1e-12
+    assert ns.replicas_agree
+    assert all(state == ns.replicated_state / 4 for state in ns.zero_state)
+    moved = np.abs(ns.plain_trajectory[-1] - ns.plain_trajectory[0]).max()
+    assert moved > 1e-3  # the trajectory goes somewhere: equality over 20 steps means something
+
+
+def test_parallel_lesson_ends_pointing_at_pytorch_ddp(parallel_run):
+    source = (DEMOS / "data_parallel_lesson.py").read_text(encoding="utf-8")
+    assert source.rstrip().splitlines()[-1].startswith("#")
+    assert "demos/continue_in_pytorch.py" in source[-800:] and "DistributedDataParallel" in source[-800:]
+
+
+@pytest.mark.skipif(not HAS_MATPLOTLIB, reason="matplotlib is not installed")
+def test_parallel_plot_is_drawn_into_out(parallel_run):
+    [path] = parallel_run.ns.pictures
+    assert path == parallel_run.out / "data_parallel.png" and path.read_bytes()[:4] == b"\x89PNG"
+
+
+# --------------------------------------------------------------------------------------
+# Precision
+# --------------------------------------------------------------------------------------
+
+# The formats' constants and the lost update are exact; so is the scaler's schedule on its seeded run.
+PRECISION_PRINTED = """
+float32     24  1.192e-07   0.3333333433   3.4028e+38   1.1755e-38      1.401e-45
+bfloat16     8  7.812e-03   0.3339843750   3.3895e+38   1.1755e-38      9.184e-41
+float16     11  9.766e-04   0.3332519531   6.5504e+04   6.1035e-05      5.960e-08
+float16 of 70000: inf   float16 of 1e-8: 0.0   bfloat16 of 1e-8: 1.0012e-08
+1000 updates of -0.001 to a weight of 1.0 (the exact result: 0.0):
+  the weight kept in bfloat16:          1.000000
+"""
+
+
+@pytest.fixture(scope="module")
+def precision_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("precision")
+    return SimpleNamespace(out=out, **vars(run_cells(DEMOS / "precision_lesson.py", ["--out", out])))
+
+
+def test_precision_lesson_prints_the_formats(precision_run):
+    assert_printed(precision_run.lines, PRECISION_PRINTED)
+
+
+def test_an_update_below_half_an_ulp_vanishes_and_master_weights_keep_it(precision_run):
+    ns = precision_run.ns
+    assert float(ns.bf16_weight) == 1.0  # not one of the 1000 updates registered
+    assert abs(float(ns.master) - 0.0) < 1e-4  # float32 follows them to (nearly) 0
+    assert ns.seen_by_forward[-1] == ns.rounded(float(ns.master), "bfloat16") != 1.0
+
+
+def test_float16_gradients_underflow_and_loss_scaling_recovers_them(precision_run):
+    ns = precision_run.ns
+    nonzero = ns.fp32_grads != 0
+    lost = (nonzero & (ns.fp16_grads == 0)).mean()
+    lost_scaled = (nonzero & (ns.scaled_grads == 0)).mean()
+    assert lost > 0.05 and lost_scaled == 0.0
+    error = np.median(np.abs(ns.fp16_grads - ns.fp32_grads)[nonzero] / np.abs(ns.fp32_grads[nonzero]))
+    error_scaled = np.median(np.abs(ns.scaled_grads - ns.fp32_grads)[nonzero] / np.abs(ns.fp32_grads[nonzero]))
+    assert error_scaled < 1e-3 < 1e-2 < error  # the survivors are coarse too, unless scaled
+
+
+def test_the_scaler_skips_overflowing_steps_then_trains(precision_run):
+    log = precision_run.ns.scaler_log
+    scales = [scale for _, scale, _ in log]
+    taken = [t for _, _, t in log]
+    assert not taken[0] and scales[1] == scales[0] / 2  # 2^24 overflows: skipped, halved
+    first = taken.index(True)
+    assert all(not t for t in taken[:first]) and scales[first] == scales[0] / 2 ** first
+    assert any(b > a for a, b in zip(scales, scales[1:]))  # and it grows again after good steps
+    losses = [loss for loss, _, _ in log]
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.3  # it trains
+
+
+def test_the_lessons_scaler_follows_torch_grad_scaler():
+    """The rules of the lesson's scaler (and exercise 12's reference, the same) give GradScaler's scales."""
+    torch = pytest.importorskip("torch")
+    import minigrad as mg
+    from demos.exercises.solutions.ex12_loss_scaler import LossScaler
+
+    ours = LossScaler(init_scale=2.0 ** 10, growth_interval=3)
+    theirs = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10, growth_interval=3)
+    rng = np.random.default_rng(0)
+    for step in range(40):
+        grad = rng.standard_normal(4).astype(np.float32)
+        if rng.random() < 0.25:
+            grad[0] = np.inf if rng.random() < 0.5 else np.nan
+        w = torch.zeros(4, requires_grad=True)
+        opt = torch.optim.SGD([w], lr=0.1)
+        theirs.scale((w * torch.from_numpy(grad)).sum()).backward()  # w.grad: grad x the scale
+        theirs.step(opt)
+        theirs.update()
+        p = mg.tensor(np.zeros(4, np.float32), requires_grad=True)
+        p.grad = mg.tensor(grad * np.float32(ours.scale))
+        ours.step(SimpleNamespace(step=lambda: None), [p])
+        assert ours.scale == theirs.get_scale(), step
+
+
+def test_pure_bfloat16_falls_behind_and_master_weights_do_not(precision_run):
+    ns = precision_run.ns
+    fp32, master, pure = (ns.curves[k][-20:].mean() for k in ("float32", "bfloat16 + master weights",
+                                                                "pure bfloat16"))
+    assert abs(master - fp32) < 0.02  # "follows the float32 curve closely"
+    assert pure > fp32 + 0.04  # "falls behind"
+    assert ns.unmoved["pure bfloat16"] > 0.1 and ns.unmoved["float32"] < 0.01
+    assert ns.gain_moves["pure bfloat16"] == 0.0 < ns.gain_moves["float32"]  # the norm gains never move
+
+
+@pytest.mark.skipif(not HAS_MATPLOTLIB, reason="matplotlib is not installed")
+def test_precision_plot_is_drawn_into_out(precision_run):
+    [path] = precision_run.ns.pictures
+    assert path == precision_run.out / "precision_curves.png" and path.read_bytes()[:4] == b"\x89PNG"
