@@ -34,21 +34,6 @@ class _State(threading.local):
 state = _State()
 
 
-class _Edits:
-    """A process-wide count of in-place updates (``w -= v``, ``x[i] = v``, ``zero_()``), for backward's check.
-
-    An in-place update stamps the tensor with the new count (``Tensor._version``);
-    a recorded op stamps its output with the count when it ran. A node whose input
-    carries a later stamp than the node itself saw that input change after it ran,
-    and backward refuses it rather than compute a gradient from the new value.
-    """
-
-    count = 0
-
-
-edits = _Edits()
-
-
 class _Switch:
     """A mode that is set on entering a ``with`` block (or a decorated function) and restored on leaving it.
 

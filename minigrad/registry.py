@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .modes import edits as _edits
 from .modes import state as _state
 from .tensor import OpError, Tensor
+from .versions import share as _share
+from .versions import writes as _writes
 
 
 @dataclass
@@ -150,8 +151,9 @@ def apply(op, *inputs, **params) -> Tensor:
             break
     if op.composite is not None and _state.composite:  # (core ops have no composite: no mode lookup)
         return op.composite(*tensors, **params)
+    arrays = [t.data for t in tensors]
     try:
-        out = op.forward(*[t.data for t in tensors], **params)
+        out = op.forward(*arrays, **params)
     except (ValueError, IndexError, TypeError) as err:
         renamed = {new: params[old] for old, new in (("dim", "axis"), ("keepdim", "keepdims")) if old in params}
         if renamed:  # PyTorch's spelling: say NumPy's
@@ -172,6 +174,11 @@ def apply(op, *inputs, **params) -> Tensor:
                 needs_grad = True
                 break
     result = Tensor._wrap(out, needs_grad)
+    owner = out if out.base is None else out.base
+    for x, array in zip(tensors, arrays):
+        if array is owner or array.base is owner:  # a NumPy view of an input (a slice, reshape, .T): one storage
+            _share(result, x)  # so a write to either is seen through the other's version counter
+            break
     if needs_grad:
         result._op = op
         result._inputs = tensors
@@ -179,7 +186,7 @@ def apply(op, *inputs, **params) -> Tensor:
         result._saved = saved
         result._scope = _state.scope
         result._vjp_depth = _state.vjp_depth
-        result._version = _edits.count  # what backward compares its inputs' in-place stamps with
+        result._made_at = _writes.count  # backward refuses the node if one of its tensors is written after this
     if _state.anomaly:  # detect_anomaly(): remember the user's line, check the output for NaN/Inf
         from .autograd.anomaly import check_forward, user_frame  # (autograd is built on this file)
 

@@ -34,13 +34,12 @@ import contextlib
 
 import numpy as np
 
-from ..inplace import check_unchanged
-from ..modes import edits, set_grad_enabled, state
+from ..modes import set_grad_enabled, state
 from ..tensor import OpError, Tensor
+from ..versions import writes
 from .anomaly import check_backward
-from .arguments import one_per_output, tensors_given
+from .contract import check_grad, check_unchanged, one_per_input, one_per_output, tensors_given, vjp_failure
 from .freed import remember_inputs
-from .vjp_checks import check_grad, one_per_input, vjp_failure
 
 _FREED = ("backward: this graph was already freed by an earlier backward(). Call backward(retain_graph=True) "
           "the first time if you need to backward through it again.")
@@ -172,7 +171,7 @@ def _accumulate(t: Tensor, g: Tensor, owned: _OwnedGrads, create_graph: bool) ->
 def _call_vjp(t: Tensor, g: Tensor) -> tuple:
     """``t``'s op's VJP: one gradient per input of ``t``. Under detect_anomaly, checked and blamed on the op.
 
-    What comes back is checked where it is used (``vjp_checks.py``), so a wrong VJP
+    What comes back is checked where it is used (``contract.py``), so a wrong VJP
     is named here and not by the reshape or add that trips over its result later.
     """
     try:
@@ -285,7 +284,7 @@ def _backpropagate(roots, root_grads, retain_graph: bool, create_graph: bool, ta
                 continue  # a leaf, or nothing grad() wants lies behind t
             if t._inputs is None:
                 raise RuntimeError(_FREED)
-            if t._version < edits.count:  # some tensor changed in place since t was made: one of its inputs?
+            if t._made_at < writes.count:  # some storage was written in place since t was made: one of its inputs?
                 check_unchanged(t)
             for x, gx in _input_grads(t, g):  # 7. the chain rule: t's VJP sends g on to t's inputs
                 pending[id(x)] = gx if id(x) not in pending else pending[id(x)] + gx
