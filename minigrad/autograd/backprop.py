@@ -20,6 +20,8 @@ added here:
   each a Tensor (or None) of the input's shape or one it broadcasts to (the
   shape only for inputs that require grad: a constant's gradient is dropped); a VJP
   that breaks this, or calls NumPy on Tensors, is a ``VJPError`` naming the op;
+* a graph whose input was changed in place after the op used it (its version
+  counter moved, ``minigrad/versions.py``) is refused before any gradient is written;
 * under ``detect_anomaly()`` (``anomaly.py``) every gradient is checked for
   NaN/Inf, and the op and the user's line that made it are named.
 
@@ -36,7 +38,6 @@ import numpy as np
 
 from ..modes import set_grad_enabled, state
 from ..tensor import OpError, Tensor
-from ..versions import writes
 from .anomaly import check_backward
 from .contract import check_grad, check_unchanged, one_per_input, one_per_output, tensors_given, vjp_failure
 from .freed import remember_inputs
@@ -261,6 +262,7 @@ def _backpropagate(roots, root_grads, retain_graph: bool, create_graph: bool, ta
     for r, g in zip(roots, root_grads):
         pending[id(r)] = pending[id(r)] + g if id(r) in pending else g
     needed = None if targets is None else _needed_for(targets, order)  # grad(): only paths to the targets
+    check_unchanged(order, needed)  # an input written in place since the forward pass: refused, nothing written
     target_ids = set() if targets is None else {id(t) for t in targets}
     found: dict[int, Tensor] = {}
     owned = _OwnedGrads(root_grads, create_graph)
@@ -284,8 +286,6 @@ def _backpropagate(roots, root_grads, retain_graph: bool, create_graph: bool, ta
                 continue  # a leaf, or nothing grad() wants lies behind t
             if t._inputs is None:
                 raise RuntimeError(_FREED)
-            if t._made_at < writes.count:  # some storage was written in place since t was made: one of its inputs?
-                check_unchanged(t)
             for x, gx in _input_grads(t, g):  # 7. the chain rule: t's VJP sends g on to t's inputs
                 pending[id(x)] = gx if id(x) not in pending else pending[id(x)] + gx
             if not retain_graph:

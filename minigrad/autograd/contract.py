@@ -27,6 +27,7 @@ import linecache
 import numpy as np
 
 from ..tensor import NumpyOnTensorError, Tensor
+from ..versions import writes
 
 # --------------------------------------------------------------------------------------
 # The arguments of backward() and grad()
@@ -65,22 +66,27 @@ def one_per_output(who: str, what: str, outputs: list, given, single: bool) -> l
 # --------------------------------------------------------------------------------------
 
 
-def check_unchanged(t: Tensor) -> None:
-    """Refuse ``t``'s node if one of its inputs was written in place after the op ran.
+def check_unchanged(order, needed: set | None = None) -> None:
+    """Refuse the graph, before backward writes any gradient, if a node's input was written after the op ran.
 
-    Backward calls it only when some storage was written since then (``t._made_at``
-    is behind the clock of writes); it finds which, if any, of this node's inputs.
-    (An output that is a view shares its input's counter: checking the input covers it.)
+    ``order`` is the graph's tensors; ``needed``, for ``grad()``, the ids of the nodes
+    it will run (None: all). A node made at the current clock of writes has nothing
+    to check, which is every node unless something was written since the forward pass.
+    (An op's output that is a view shares its input's counter: checking inputs covers it.)
     """
-    for i, x in enumerate(t._inputs):
-        version = x._counter
-        if version is not None and version.stamp > t._made_at:
-            who = f"input {x.name!r}" if x.name else f"input {i}"
-            raise RuntimeError(
-                f"backward: {who} (shape {x.shape} {x.dtype}) of op '{t._op.name}' was changed in place by "
-                f"{version.by} after the op used it, so its gradient would be computed from the new values. "
-                f"Call backward() before changing the tensor (or any view of it): forward, backward, then "
-                f"optimizer.step(); or recompute the forward pass after the change")
+    now = writes.count
+    for t in order:
+        if t._made_at < now and t._op is not None and (needed is None or id(t) in needed):
+            for i, x in enumerate(t._inputs):
+                version = x._counter
+                if version is not None and version.stamp > t._made_at:
+                    who = f"input {x.name!r}" if x.name else f"input {i}"
+                    raise RuntimeError(
+                        f"backward: {who} (shape {x.shape} {x.dtype}) of op '{t._op.name}' was changed in place "
+                        f"by {version.by} after the op used it, so its gradient would be computed from the new "
+                        f"values; no gradient was written. Call backward() before changing the tensor (or any "
+                        f"view of it): forward, backward, then optimizer.step(); or recompute the forward pass "
+                        f"after the change")
 
 
 # --------------------------------------------------------------------------------------

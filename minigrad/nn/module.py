@@ -25,6 +25,7 @@ import numpy as np
 
 from ..modes import module_scope
 from ..tensor import Tensor
+from ..versions import bump, replace_storage
 
 
 class Parameter(Tensor):
@@ -248,13 +249,13 @@ class Module:
         if dtype.kind != "f":
             raise TypeError(f"{type(self).__name__}.to: parameters must be floating point, not {dtype}")
         for param in self.parameters():
-            if param.dtype != dtype:
-                param.data = param.data.astype(dtype)
+            if param.dtype != dtype:  # (a new array: counted as a write, versions.py)
+                replace_storage(param, param.data.astype(dtype), f"{type(self).__name__}.to({dtype})")
                 if param.grad is not None:
                     param.grad = Tensor._wrap(param.grad.data.astype(dtype))
         for buffer in self.buffers():
             if buffer.dtype.kind == "f" and buffer.dtype != dtype:
-                buffer.data = buffer.data.astype(dtype)
+                replace_storage(buffer, buffer.data.astype(dtype), f"{type(self).__name__}.to({dtype})")
         return self
 
     def double(self) -> Module:
@@ -302,8 +303,9 @@ class Module:
             raise StateDictError(f"load_state_dict for {type(self).__name__}: {len(problems)} problem(s), "
                                  f"nothing was loaded:\n  " + "\n  ".join(problems))
         for name, tensor in own.items():
-            if name in arrays:
-                tensor.data = arrays[name].copy()
+            if name in arrays:  # in place, as PyTorch: views of the weights see the loaded values
+                np.copyto(tensor.data, arrays[name])
+                bump(tensor, f"{type(self).__name__}.load_state_dict()")
         return IncompatibleKeys(missing, unexpected)
 
     # --- printing -------------------------------------------------------------------------
