@@ -268,14 +268,18 @@ class Module:
 
     # --- checkpoints ----------------------------------------------------------------------
 
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """A copy of every parameter's and persistent buffer's values by dotted name (a tied one under each name)."""
-        state = {name: param.data.copy() for name, param in self.named_parameters(remove_duplicate=False)}
-        state.update((name, buffer.data.copy()) for name, buffer in self._persistent_buffers())
-        return state
+    def state_dict(self) -> dict[str, Tensor]:
+        """Every parameter and persistent buffer by dotted name (a tied one under each name), as PyTorch's.
+
+        The values are detached tensors sharing memory (and the version counter) with
+        the weights: ``sd[k].copy_(w)`` under ``no_grad()`` loads ``w`` into the model,
+        and training goes on changing them. Save a copy (``{k: v.clone() ...}``, or a
+        checkpoint with ``mg.save``) to keep the values of one moment.
+        """
+        return {name: tensor.detach() for name, tensor in self._state_tensors().items()}
 
     def _state_tensors(self) -> dict[str, Tensor]:
-        """The tensors ``state_dict`` copies, by name: parameters, then persistent buffers."""
+        """The tensors ``state_dict`` hands out, by name: parameters, then persistent buffers."""
         own = dict(self.named_parameters(remove_duplicate=False))
         own.update(self._persistent_buffers())
         return own
