@@ -17,8 +17,10 @@ clusters).
 
 from __future__ import annotations
 
+import inspect
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
+from types import FunctionType
 from typing import NamedTuple
 
 import numpy as np
@@ -51,6 +53,9 @@ class IncompatibleKeys(NamedTuple):
     unexpected_keys: list[str]
 
 
+_MODULE_OWN = ("training", "_parameters", "_modules", "_buffers", "_non_persistent_buffers")  # Module.__init__'s
+
+
 class Module:
     """Base class of every layer: subclasses assign Parameters/Modules in ``__init__`` and define ``forward``."""
 
@@ -80,6 +85,11 @@ class Module:
             object.__setattr__(self, name, value)
             return
         params, modules, buffers = self._parameters, self._modules, self._buffers
+        if isinstance(value, Parameter | Module) and name not in params and name not in modules:
+            taken = self._taken(name)
+            if taken:
+                raise KeyError(f"{type(self).__name__}: cannot register a {type(value).__name__} as '{name}': that "
+                               f"is {taken}, and the two would overwrite each other; pick another name")
         if isinstance(value, Parameter):
             modules.pop(name, None)
             self._forget_buffer(name)
@@ -100,6 +110,20 @@ class Module:
             params.pop(name, None)
             modules.pop(name, None)
         object.__setattr__(self, name, value)
+
+    def _taken(self, name: str) -> str | None:
+        """What ``name`` already is, if it can't also name a weight or submodule (None if it can).
+
+        ``training`` and the registries are set on every module (``.eval()`` would
+        overwrite a submodule called ``training``); a method or property of the
+        class would be hidden by it.
+        """
+        if name in _MODULE_OWN:
+            return "an attribute every Module keeps"
+        found = inspect.getattr_static(type(self), name, None)
+        if isinstance(found, FunctionType | property | staticmethod | classmethod):
+            return f"a method of {type(self).__name__}"
+        return None
 
     def __delattr__(self, name: str) -> None:
         self._parameters.pop(name, None)
@@ -417,8 +441,12 @@ class ModuleDict(Module):
     def __setitem__(self, name: str, module: Module) -> None:
         if not isinstance(module, Module):
             raise TypeError(f"ModuleDict: can only hold Modules, not {type(module).__name__}")
-        if "." in name or (hasattr(type(self), name) and name not in self._modules):
-            raise KeyError(f"ModuleDict: {name!r} cannot be a key (it has a dot, or is the name of a method)")
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(f"ModuleDict: a key must be a non-empty string without dots, not {name!r}")
+        taken = None if name in self._modules else self._taken(name)
+        if taken:
+            raise KeyError(f"ModuleDict: {name!r} cannot be a key: it is {taken}, and the two would overwrite "
+                           f"each other; pick another key")
         setattr(self, name, module)
 
     def __contains__(self, name: str) -> bool:

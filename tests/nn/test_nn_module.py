@@ -260,6 +260,26 @@ def test_containers():
         d["train"] = b  # would hide the method
 
 
+@pytest.mark.parametrize("name", ["training", "_modules", "_parameters", "_buffers", "keys", "forward", "eval"])
+def test_a_name_every_module_keeps_or_a_method_name_is_refused_as_a_submodule_name(name):
+    with pytest.raises(KeyError, match=rf"'{name}' cannot be a key: it is (an attribute every Module keeps|a method)"):
+        nn.ModuleDict({name: nn.Linear(2, 2)})
+    if name == "keys":
+        return  # (a method of ModuleDict only)
+    with pytest.raises(KeyError, match=rf"cannot register a Linear as '{name}'"):
+        nn.Sequential({name: nn.Linear(2, 2)})
+    with pytest.raises(KeyError, match=rf"cannot register a Parameter as '{name}'"):
+        setattr(nn.Linear(2, 2), name, nn.Parameter(np.zeros(2, np.float32)))
+
+
+def test_eval_keeps_every_submodule_of_a_module_dict():
+    d = nn.ModuleDict({"train_head": nn.Linear(2, 2), "eval_head": nn.Dropout(0.5)})
+    d.eval()
+    assert list(d) == ["train_head", "eval_head"] and not d["eval_head"].training
+    d.train()
+    assert len(d) == 2 and d["eval_head"].training
+
+
 def test_apply_visits_every_module_children_first():
     model = nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.Linear(2, 2)))
     seen = []
