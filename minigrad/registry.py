@@ -151,7 +151,7 @@ def apply(op, *inputs, **params) -> Tensor:
             break
     if op.composite is not None and _state.composite:  # (core ops have no composite: no mode lookup)
         return op.composite(*tensors, **params)
-    arrays = [t.data for t in tensors]
+    arrays = [t._data for t in tensors]  # (the array itself: .data is a property, versions.py)
     try:
         out = op.forward(*arrays, **params)
     except (ValueError, IndexError, TypeError) as err:
@@ -174,11 +174,11 @@ def apply(op, *inputs, **params) -> Tensor:
                 needs_grad = True
                 break
     result = Tensor._wrap(out, needs_grad)
-    owner = out if out.base is None else out.base
-    for x, array in zip(tensors, arrays):
-        if array is owner or array.base is owner:  # a NumPy view of an input (a slice, reshape, .T): one storage
-            _share(result, x)  # so a write to either is seen through the other's version counter
-            break
+    if out.base is not None or out is arrays[0]:  # a NumPy view of an input (a slice, reshape, .T)? One storage,
+        for x, array in zip(tensors, arrays):   # so one version counter: a write to either is seen through both
+            if array is out.base or array is out or (array.base is not None and array.base is out.base):
+                _share(result, x)
+                break
     if needs_grad:
         result._op = op
         result._inputs = tensors
