@@ -8,10 +8,10 @@ Three things a wrong gradient could otherwise come from, silently:
   A count that differs is an error: pairing the first few would drop the others'
   gradients;
 * **the graph's tensors**, unchanged since the forward pass: a node whose input
-  was written in place after the op ran would have its VJP read the
-  new values. Every storage's version counter (``minigrad/versions.py``) says
-  when it was written last, and by what; backward refuses such a node, naming
-  the op, the tensor and the writer;
+  was written in place after the op ran would have its VJP read the new values.
+  Every storage's version counter (``minigrad/versions.py``) says when it was
+  written last, and by what; backward refuses such a graph before it writes any
+  gradient, naming the op, the input and the writer;
 * **what a VJP returns**: writing an op, the usual mistakes are a VJP that forgets
   the tuple comma, returns the wrong number of gradients or the wrong shape, or
   calls NumPy on Tensors (``np.cos(x)``, where the table's ``x.cos()`` is meant).
@@ -92,6 +92,7 @@ def check_unchanged(order, needed: set | None = None) -> None:
 # --------------------------------------------------------------------------------------
 # What a VJP returns
 # --------------------------------------------------------------------------------------
+
 
 class VJPError(RuntimeError):
     """An op's VJP broke its contract; the message names the op, the input and the shapes."""
