@@ -174,9 +174,11 @@ def apply(op, *inputs, **params) -> Tensor:
                 needs_grad = True
                 break
     result = Tensor._wrap(out, needs_grad)
-    if out.base is not None or out is arrays[0]:  # a NumPy view of an input (a slice, reshape, .T)? One storage,
-        for x, array in zip(tensors, arrays):   # so one version counter: a write to either is seen through both
-            if array is out.base or array is out or (array.base is not None and array.base is out.base):
+    # A NumPy view of an input (a slice, reshape, .T; or the input's array itself) is one storage with it,
+    # so it takes the input's version counter: a write to either is seen through both (versions.py).
+    if out.base is not None or (arrays and out is arrays[0]):
+        for x, array in zip(tensors, arrays):
+            if array is out or array is out.base or (array.base is not None and array.base is out.base):
                 _share(result, x)
                 break
     if needs_grad:

@@ -61,8 +61,11 @@ def bump(t, by: str) -> None:
 
 
 def share(view, base) -> None:
-    """``view`` is a view of ``base``'s array: they share one storage, so one counter."""
-    view._counter = version_of(base)
+    """``view`` is a view of ``base``'s array: they share one storage, so one counter (made now if need be)."""
+    version = base._counter
+    if version is None:
+        version = base._counter = Version()
+    view._counter = version
 
 
 def replace_storage(t, array, by: str) -> None:
