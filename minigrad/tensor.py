@@ -13,6 +13,8 @@ runs the op and records it. So adding an op adds its method too.
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from . import versions as _versions
@@ -96,13 +98,7 @@ class Tensor:
 
     # --- the array, and its version counter (versions.py) ------------------------------------
 
-    @property
-    def data(self) -> np.ndarray:
-        """The NumPy array holding the values (shared, not copied)."""
-        return self._data
-
-    @data.setter
-    def data(self, array) -> None:
+    def _assign_data(self, array) -> None:
         # `p.data -= lr * g` runs NumPy's in-place operator, then assigns the same array back: an in-place
         # write, counted. Another array (or a Tensor's) replaces the storage, which a recorded graph that
         # saved this tensor would read in backward: counted as a write too.
@@ -111,6 +107,10 @@ class Tensor:
         else:
             _versions.replace_storage(self, array.data if isinstance(array, Tensor) else np.asarray(array),
                                       "an assignment to .data")
+
+    # Reading t.data gives the array (through operator.attrgetter: no Python call, as the engine reads it
+    # on every op); assigning to it is counted as a write of the storage (_assign_data).
+    data = property(operator.attrgetter("_data"), _assign_data, doc="The NumPy array holding the values (shared).")
 
     @property
     def _version(self) -> int:
