@@ -67,20 +67,21 @@ def one_per_output(who: str, what: str, outputs: list, given, single: bool) -> l
 
 
 def check_unchanged(order, needed: set | None = None) -> None:
-    """Refuse the graph, before backward writes any gradient, if a node's input was written after the op ran.
+    """Refuse the graph, before backward writes any gradient, if a node's tensors were written after the op ran.
 
     ``order`` is the graph's tensors; ``needed``, for ``grad()``, the ids of the nodes
     it will run (None: all). A node made at the current clock of writes has nothing
     to check, which is every node unless something was written since the forward pass.
-    (An op's output that is a view shares its input's counter: checking inputs covers it.)
+    Its inputs are checked, and its output too (a VJP may read it: ``exp``'s does), which
+    a view of it made under ``no_grad`` could have changed.
     """
     now = writes.count
     for t in order:
         if t._made_at < now and t._op is not None and (needed is None or id(t) in needed):
-            for i, x in enumerate(t._inputs):
+            for i, x in enumerate((*t._inputs, t)):
                 version = x._counter
                 if version is not None and version.stamp > t._made_at:
-                    who = f"input {x.name!r}" if x.name else f"input {i}"
+                    who = "its output" if x is t else f"input {x.name!r}" if x.name else f"input {i}"
                     raise RuntimeError(
                         f"backward: {who} (shape {x.shape} {x.dtype}) of op '{t._op.name}' was changed in place "
                         f"by {version.by} after the op used it, so its gradient would be computed from the new "

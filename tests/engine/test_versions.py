@@ -199,3 +199,14 @@ def test_a_view_changed_before_the_forward_pass_is_fine():
         W[0:1] -= 1.0
     (W * W).sum().backward()
     assert W.grad.tolist() == [[2.0, 6.0], [12.0, 16.0]]
+
+
+def test_an_output_a_vjp_reads_changed_through_a_view_is_seen():
+    x = mg.tensor([0.0, 1.0], requires_grad=True)
+    y = x.exp()  # exp's VJP reads its output y
+    with mg.no_grad():
+        head = y[0:1]  # a view of y, made under no_grad (not in the graph): writing it writes y's array
+        head -= 1.0
+    with pytest.raises(RuntimeError, match=r"its output \(shape \(2,\) float32\) of op 'exp' was changed in place"):
+        y.backward(mg.ones(2))
+    assert x.grad is None
