@@ -1,4 +1,4 @@
-"""In-place updates, PyTorch's rules: ``w -= lr * w.grad``, ``x[i] = v``, ``w.grad.zero_()``.
+"""In-place updates, PyTorch's rules: ``w -= lr * w.grad``, ``x[i] = v``, ``w.grad.zero_()``, ``w.copy_(src)``.
 
 Without ``__isub__``, Python runs ``w -= v`` as ``w = w - v``: the name is bound to
 a new tensor and the model's parameter is left as it was, so the manual training

@@ -39,7 +39,15 @@ import numpy as np
 from ..modes import set_grad_enabled, state
 from ..tensor import OpError, Tensor
 from .anomaly import check_backward
-from .contract import check_grad, check_unchanged, one_per_input, one_per_output, tensors_given, vjp_failure
+from .contract import (
+    check_grad,
+    check_roots,
+    check_unchanged,
+    one_per_input,
+    one_per_output,
+    tensors_given,
+    vjp_failure,
+)
 from .freed import remember_inputs
 
 _FREED = ("backward: this graph was already freed by an earlier backward(). Call backward(retain_graph=True) "
@@ -207,13 +215,6 @@ def _free(t: Tensor) -> None:
     t._saved = None
 
 
-def _check_roots(roots) -> None:
-    for r in roots:
-        if not r.requires_grad:
-            raise RuntimeError(f"backward: the output (shape {r.shape}) does not require grad: no input it was "
-                               f"computed from has requires_grad=True, or it was computed under no_grad()")
-
-
 def _input_grads(t: Tensor, g: Tensor) -> list[tuple[Tensor, Tensor]]:
     """Call ``t``'s VJP with ``g``; return ``(input, gradient)`` for each input that requires grad.
 
@@ -256,7 +257,7 @@ def _backpropagate(roots, root_grads, retain_graph: bool, create_graph: bool, ta
     With ``targets`` (a list of tensors) it returns their gradients, by id, and
     touches no ``.grad``; without, it accumulates into leaves and retain_grad() tensors.
     """
-    _check_roots(roots)
+    check_roots(roots)
     order = toposort(roots)  # 1. every tensor after the tensors it was computed from
     pending: dict[int, Tensor] = {}  # 2. id(tensor) -> the gradient summed into it so far
     for r, g in zip(roots, root_grads):

@@ -3,8 +3,9 @@
 Three things a wrong gradient could otherwise come from, silently:
 
 * **the arguments** of ``backward`` and ``grad``, checked as PyTorch checks them,
-  before anything runs: outputs and inputs are Tensors (one, or a list), and the
-  weights of the outputs (``gradient=`` / ``grad_outputs=``) come one per output.
+  before anything runs: outputs and inputs are Tensors (one, or a list), the
+  outputs require grad, and the weights of the outputs (``gradient=`` /
+  ``grad_outputs=``) come one per output.
   A count that differs is an error: pairing the first few would drop the others'
   gradients;
 * **the graph's tensors**, unchanged since the forward pass: a node whose input
@@ -59,6 +60,14 @@ def one_per_output(who: str, what: str, outputs: list, given, single: bool) -> l
         raise ValueError(f"{who}: {what} has {len(given)} entries but there are {len(outputs)} outputs; give one "
                          f"per output (None for a scalar output)")
     return list(given)
+
+
+def check_roots(roots) -> None:
+    """Each output backward starts from must require grad: else no graph was recorded to walk."""
+    for r in roots:
+        if not r.requires_grad:
+            raise RuntimeError(f"backward: the output (shape {r.shape}) does not require grad: no input it was "
+                               f"computed from has requires_grad=True, or it was computed under no_grad()")
 
 
 # --------------------------------------------------------------------------------------
