@@ -71,7 +71,7 @@ def _blocks(n: int):
 class NumpyGPT:
     """The benchmark's GPT as plain NumPy: ``forward(idx, targets)``, ``backward()``, ``step()`` (AdamW).
 
-    ``state_dict``: name -> array, as ``models.GPT.state_dict()`` gives it (the
+    ``state_dict``: name -> array (or Tensor), as ``models.GPT.state_dict()`` gives it (the
     tied ``lm_head.weight`` is the token embedding and is skipped). ``matmul``:
     the function every GEMM of the model goes through (``np.matmul`` by default;
     the benchmark passes one with a clock). Gradients are in ``grads`` (same

@@ -11,8 +11,8 @@ Attention is written out, ``softmax(Q K^T / sqrt(head_dim) + mask) V``, not
 engines running the same ops, not against a fused kernel minigrad does not have.
 
 Parameter names are those of ``models.GPT`` (separate Q, K and V projections), so
-``TorchGPT.load_state_dict`` takes a minigrad GPT's ``state_dict()`` arrays as
-tensors; the smoke test does that and checks both give the same logits.
+``TorchGPT.load_state_dict`` takes a minigrad GPT's ``state_dict()`` values made
+torch tensors; the smoke test does that and checks both give the same logits.
 
 Importing this file imports torch; the benchmarks only do so when it is installed.
 """

@@ -308,7 +308,7 @@ def nn_block_with(heads, W_O, W1, b1, W2, b2) -> nn.TransformerBlock:
     shift 0, which the block above does not have at all.
     """
     block = nn.TransformerBlock(8, len(heads), 32, norm_first=False, mlp="relu", causal=True).double()
-    state = {name: np.zeros_like(value) for name, value in block.state_dict().items()}
+    state = {name: np.zeros_like(value.numpy()) for name, value in block.state_dict().items()}
     state["attn_norm.weight"] = state["mlp_norm.weight"] = np.ones(8)
     for i, name in enumerate(["q_proj", "k_proj", "v_proj"]):
         state[f"attn.{name}.weight"] = np.concatenate([head[i].numpy() for head in heads], axis=1).T

@@ -145,7 +145,8 @@ for T, err in errors.items():
 def lstm_cell(rng: np.random.Generator, forget_bias: float = 1.0) -> nn.LSTMCell:
     """nn.LSTMCell with 16 hidden units, float64, its forget gate's bias raised by ``forget_bias``."""
     cell = nn.LSTMCell(D_HIDDEN, D_HIDDEN, rng=rng).double()
-    cell.bias_ih.data[D_HIDDEN:2 * D_HIDDEN] += forget_bias  # gates are stacked i, f, g, o
+    with mg.no_grad():  # an in-place change of a weight, as an optimizer makes (counted on its version)
+        cell.bias_ih[D_HIDDEN:2 * D_HIDDEN] += forget_bias  # gates are stacked i, f, g, o
     return cell
 
 

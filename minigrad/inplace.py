@@ -1,4 +1,4 @@
-"""In-place updates, PyTorch's rules: ``w -= lr * w.grad``, ``x[i] = v``, ``w.grad.zero_()``.
+"""In-place updates, PyTorch's rules: ``w -= lr * w.grad``, ``x[i] = v``, ``w.grad.zero_()``, ``w.copy_(src)``.
 
 Without ``__isub__``, Python runs ``w -= v`` as ``w = w - v``: the name is bound to
 a new tensor and the model's parameter is left as it was, so the manual training
@@ -19,20 +19,18 @@ Elsewhere they are an error saying what to write instead:
   backward of the ops that used it may need its value;
 * with a right-hand side that requires grad, while recording.
 
-An update stamps the tensor (``_version``) with a process-wide count
-(``modes.edits``); each recorded op stamps its output with the count when it ran.
-Backward refuses a node whose input carries a later stamp than the node itself:
-that input changed after the op used it, and its gradient would be computed from
-the new value. (A view made by an op is caught through the op that made it; an
-alias made by ``detach()``, or a write to ``.data``, is not tracked.)
+Each update bumps the version counter of the tensor's storage (``versions.py``),
+which its views share, so backward can refuse a graph that saved the tensor, or
+a view of it, before the update (``autograd/contract.py``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .modes import edits, state
+from .modes import state
 from .tensor import OpError, Tensor
+from .versions import bump
 
 _UFUNCS = {"+=": np.add, "-=": np.subtract, "*=": np.multiply, "/=": np.true_divide}
 
@@ -61,6 +59,16 @@ def zero(t: Tensor) -> Tensor:
     return _write(t, "zero_()", lambda a, v: a.fill(0), None)
 
 
+def copy(t: Tensor, src) -> Tensor:
+    """``t.copy_(src)``: ``src``'s values (broadcast to ``t``'s shape, cast to its dtype) written into ``t``.
+
+    As PyTorch's: the cast is any cast (a float into an integer tensor truncates),
+    and under ``no_grad`` it writes through to every tensor sharing ``t``'s storage,
+    so ``sd = model.state_dict(); sd[k].copy_(w)`` loads ``w`` into the model.
+    """
+    return _write(t, "copy_()", lambda a, v: np.copyto(a, v, casting="unsafe"), src)
+
+
 def _index_part(part):
     if isinstance(part, Tensor):
         return part.data
@@ -68,9 +76,10 @@ def _index_part(part):
 
 
 def _write(t: Tensor, what: str, write, other) -> Tensor:
-    """Check that ``what`` may change ``t`` in place, then ``write(t.data, value)`` and stamp ``t``."""
+    """Check that ``what`` may change ``t`` in place, then ``write(t.data, value)`` and bump ``t``'s version."""
     op = what[0] if len(what) == 2 else None  # "-" for "-=", for the hints
-    instead = f"x = x {op} v" if op else "a new tensor (x.masked_fill(mask, v), mg.where(mask, v, x))"
+    instead = f"x = x {op} v" if op else "x = src.clone() (a new tensor)" if what == "copy_()" else \
+        "a new tensor (x.masked_fill(mask, v), mg.where(mask, v, x))"
     if t._op is not None:
         raise RuntimeError(f"{what}: this tensor (shape {t.shape} {t.dtype}) was made by op '{t._op.name}' in a "
                            f"recorded graph, whose backward may need its value, so minigrad does not change it in "
@@ -92,19 +101,5 @@ def _write(t: Tensor, what: str, write, other) -> Tensor:
             f"{what}: cannot write a {kind}{shape} value into this tensor ({t.shape} {t.dtype}) in place: {err}. "
             f"An in-place update keeps the tensor's shape and dtype (a float value into an integer tensor is "
             f"refused, as in PyTorch); write {instead} for a new tensor") from None
-    edits.count += 1
-    t._version = edits.count
+    bump(t, f"`{what}`")
     return t
-
-
-def check_unchanged(t: Tensor) -> None:
-    """Refuse a node whose input was changed in place (``w -= v`` under no_grad) after the node was recorded.
-
-    Its VJP would read the new value and return a wrong gradient, silently.
-    """
-    for i, x in enumerate(t._inputs):
-        if x._version > t._version:
-            who = f"{x.name!r}" if x.name else f"{i} (shape {x.shape} {x.dtype})"
-            raise RuntimeError(f"backward: input {who} of op '{t._op.name}' was changed in place (-=, +=, x[i] = v, "
-                               f"zero_()) after the op used it, so its gradient would be computed from the new "
-                               f"value. Run backward before updating the tensor, or recompute the forward pass")

@@ -139,7 +139,7 @@ def save(path, model, optimizer=None, step: int | None = None, config=None, extr
     ``config`` may be a dataclass (saved as a dict) or any JSON data; ``extra``
     any JSON data (losses so far, the git commit...). Tuples come back as lists.
     """
-    tensors = {f"model.{name}": array for name, array in model.state_dict().items()}
+    tensors = {f"model.{name}": tensor.numpy() for name, tensor in model.state_dict().items()}
     meta = {"format": FORMAT, "format_version": str(FORMAT_VERSION), "minigrad_version": _version()}
     if dataclasses.is_dataclass(config) and not isinstance(config, type):
         config = dataclasses.asdict(config)

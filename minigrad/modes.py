@@ -30,23 +30,11 @@ class _State(threading.local):
     scope: tuple = ()  # the ModuleCalls whose forward is running, outermost first (for viz)
     vjp_depth = 0  # recorded on every op's result: which backward pass (if any) made it (for viz)
 
+    def __init__(self):
+        self.switched: dict[str, int] = {}  # field -> how often a _Switch has set it, in this thread
+
 
 state = _State()
-
-
-class _Edits:
-    """A process-wide count of in-place updates (``w -= v``, ``x[i] = v``, ``zero_()``), for backward's check.
-
-    An in-place update stamps the tensor with the new count (``Tensor._version``);
-    a recorded op stamps its output with the count when it ran. A node whose input
-    carries a later stamp than the node itself saw that input change after it ran,
-    and backward refuses it rather than compute a gradient from the new value.
-    """
-
-    count = 0
-
-
-edits = _Edits()
 
 
 class _Switch:
@@ -55,8 +43,8 @@ class _Switch:
     Leaving restores what was there when the block was *entered*, so one object
     may be entered again, nested or later. ``set_grad_enabled(mode)`` and
     ``composite_mode(mode)`` also take effect when called, as in PyTorch, so a
-    plain call works as a switch; their first ``with`` then restores what was
-    there before the call.
+    plain call works as a switch; a ``with`` straight after the call (nothing
+    switched the mode in between) then restores what was there before the call.
     """
 
     _field: str  # the attribute of ``state`` this switch sets
@@ -66,25 +54,33 @@ class _Switch:
         self.mode = bool(mode)
         self._prev: list[bool] = []  # a stack, so one object can be entered again while active
         self._before = None  # the mode before the call switched it, until a with block (or decorating) takes it
+        self._switched_at = None  # state.switched[field] just after the call switched it
         if self._immediate:
             self._before = getattr(state, self._field)
-            setattr(state, self._field, self.mode)
+            self._set(self.mode)
+            self._switched_at = state.switched[self._field]
+
+    def _set(self, mode: bool) -> None:
+        setattr(state, self._field, mode)
+        state.switched[self._field] = state.switched.get(self._field, 0) + 1
+
+    def _take_before(self):
+        """The mode before the call, if nothing has switched the mode since the call; else None."""
+        before, self._before = self._before, None
+        return before if state.switched.get(self._field) == self._switched_at else None
 
     def __enter__(self):
-        if self._before is not None:  # entered straight after the call that switched it: restore the old mode
-            outside, self._before = self._before, None
-        else:
-            outside = getattr(state, self._field)
-        self._prev.append(outside)
-        setattr(state, self._field, self.mode)
+        before = self._take_before()  # entered straight after the call that switched it: restore the old mode
+        self._prev.append(getattr(state, self._field) if before is None else before)
+        self._set(self.mode)
 
     def __exit__(self, *exc):
-        setattr(state, self._field, self._prev.pop())
+        self._set(self._prev.pop())
 
     def __call__(self, fn):
-        if self._before is not None:  # as a decorator it holds only while fn runs: undo the call's switch
-            setattr(state, self._field, self._before)
-            self._before = None
+        before = self._take_before()
+        if before is not None:  # as a decorator it holds only while fn runs: undo the call's switch
+            self._set(before)
 
         # A fresh context per call: one shared object would mix up the saved modes of
         # a decorated function that recurses or runs in two threads at once.

@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .modes import edits as _edits
 from .modes import state as _state
 from .tensor import OpError, Tensor
+from .versions import share as _share
+from .versions import writes as _writes
 
 
 @dataclass
@@ -150,8 +151,9 @@ def apply(op, *inputs, **params) -> Tensor:
             break
     if op.composite is not None and _state.composite:  # (core ops have no composite: no mode lookup)
         return op.composite(*tensors, **params)
+    arrays = [t._data for t in tensors]  # (the array itself: .data is a property, versions.py)
     try:
-        out = op.forward(*[t.data for t in tensors], **params)
+        out = op.forward(*arrays, **params)
     except (ValueError, IndexError, TypeError) as err:
         renamed = {new: params[old] for old, new in (("dim", "axis"), ("keepdim", "keepdims")) if old in params}
         if renamed:  # PyTorch's spelling: say NumPy's
@@ -172,6 +174,13 @@ def apply(op, *inputs, **params) -> Tensor:
                 needs_grad = True
                 break
     result = Tensor._wrap(out, needs_grad)
+    # A NumPy view of an input (a slice, reshape, .T; or the input's array itself) is one storage with it,
+    # so it takes the input's version counter: a write to either is seen through both (versions.py).
+    if out.base is not None or (arrays and out is arrays[0]):
+        for x, array in zip(tensors, arrays):
+            if array is out or array is out.base or (array.base is not None and array.base is out.base):
+                _share(result, x)
+                break
     if needs_grad:
         result._op = op
         result._inputs = tensors
@@ -179,7 +188,7 @@ def apply(op, *inputs, **params) -> Tensor:
         result._saved = saved
         result._scope = _state.scope
         result._vjp_depth = _state.vjp_depth
-        result._version = _edits.count  # what backward compares its inputs' in-place stamps with
+        result._made_at = _writes.count  # backward refuses the node if one of its tensors is written after this
     if _state.anomaly:  # detect_anomaly(): remember the user's line, check the output for NaN/Inf
         from .autograd.anomaly import check_forward, user_frame  # (autograd is built on this file)
 

@@ -13,8 +13,11 @@ runs the op and records it. So adding an op adds its method too.
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
+from . import versions as _versions
 from .runtime import default_rng as _default_rng
 
 
@@ -48,11 +51,11 @@ def _to_array(data, dtype) -> np.ndarray:
 class Tensor:
     """An n-dimensional array that records the ops applied to it, for reverse-mode autodiff."""
 
-    __slots__ = ("data", "grad", "requires_grad", "name", "_op", "_inputs", "_params", "_saved", "_scope",
-                 "_hooks", "_retains_grad", "_trace", "_record", "_vjp_depth", "_version", "__weakref__")
+    __slots__ = ("_data", "grad", "requires_grad", "name", "_op", "_inputs", "_params", "_saved", "_scope",
+                 "_hooks", "_retains_grad", "_trace", "_record", "_vjp_depth", "_counter", "_made_at", "__weakref__")
 
     def __init__(self, data, requires_grad: bool = False, dtype=None, name: str | None = None):
-        self.data = _to_array(data, dtype)
+        self._data = _to_array(data, dtype)
         self.grad: Tensor | None = None
         self.name = name
         self._op = None  # the ops.Op that made this tensor, while it is in a recorded graph
@@ -65,7 +68,8 @@ class Tensor:
         self._trace = None
         self._record = None  # what viz still needs once backward frees this node (freed.FreedNode)
         self._vjp_depth = 0  # 0: made by the forward pass; n: by the VJPs of backward pass n (create_graph)
-        self._version = 0  # see _update_in_place: when its data last changed in place (a recorded op: when made)
+        self._counter = None  # its storage's version counter, shared with its views (versions.py); made when needed
+        self._made_at = 0  # a recorded op's output: the clock of in-place writes when the op ran (versions.py)
         self.requires_grad = False
         if requires_grad:
             self.requires_grad_(True)
@@ -74,7 +78,7 @@ class Tensor:
     def _wrap(cls, array: np.ndarray, requires_grad: bool = False) -> Tensor:
         """Fast path for the engine: wrap an ndarray without copying or checking it."""
         t = cls.__new__(cls)
-        t.data = array
+        t._data = array
         t.grad = None
         t.requires_grad = requires_grad
         t.name = None
@@ -88,22 +92,44 @@ class Tensor:
         t._trace = None
         t._record = None
         t._vjp_depth = 0
-        t._version = 0
+        t._counter = None
+        t._made_at = 0
         return t
+
+    # --- the array, and its version counter (versions.py) ------------------------------------
+
+    def _assign_data(self, array) -> None:
+        # `p.data -= lr * g` runs NumPy's in-place operator, then assigns the same array back: an in-place
+        # write, counted. Another array (or a Tensor's) replaces the storage, which a recorded graph that
+        # saved this tensor would read in backward: counted as a write too.
+        if array is self._data:
+            _versions.bump(self, "an update through .data (p.data -= ...)")
+        else:
+            _versions.replace_storage(self, array.data if isinstance(array, Tensor) else np.asarray(array),
+                                      "an assignment to .data")
+
+    # Reading t.data gives the array (through operator.attrgetter: no Python call, as the engine reads it
+    # on every op); assigning to it is counted as a write of the storage (_assign_data).
+    data = property(operator.attrgetter("_data"), _assign_data, doc="The NumPy array holding the values (shared).")
+
+    @property
+    def _version(self) -> int:
+        """How many times this tensor's storage was written in place (PyTorch's ``t._version``)."""
+        return 0 if self._counter is None else self._counter.count
 
     # --- array-like properties -----------------------------------------------------------
 
     @property
     def shape(self) -> tuple:
-        return self.data.shape
+        return self._data.shape
 
     @property
     def dtype(self) -> np.dtype:
-        return self.data.dtype
+        return self._data.dtype
 
     @property
     def ndim(self) -> int:
-        return self.data.ndim
+        return self._data.ndim
 
     @property
     def size(self) -> ElementCount:
@@ -198,8 +224,10 @@ class Tensor:
         return self
 
     def detach(self) -> Tensor:
-        """The same data (shared, not copied), cut off from the graph."""
-        return Tensor._wrap(self.data)
+        """The same data (shared, not copied, with one version counter), cut off from the graph."""
+        t = Tensor._wrap(self._data)
+        _versions.share(t, self)
+        return t
 
     def retain_grad(self) -> Tensor:
         """Keep ``.grad`` on this non-leaf tensor after backward (leaves always keep theirs)."""
@@ -253,6 +281,14 @@ class Tensor:
     def zero_(self) -> Tensor:
         """Set every element to 0 in place (``x.grad.zero_()``); the same rules as ``-=`` (``inplace.py``)."""
         return _inplace.zero(self)
+
+    def copy_(self, src) -> Tensor:
+        """Write ``src``'s values into this tensor in place (broadcast, cast to its dtype); as in PyTorch.
+
+        Under ``no_grad()`` it writes through to the tensors sharing this storage:
+        ``model.state_dict()[k].copy_(w)`` loads ``w`` into the model (``inplace.py``).
+        """
+        return _inplace.copy(self, src)
 
     # --- PyTorch's spellings, where they mean the same thing -------------------------------
 

@@ -114,13 +114,17 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 
 @contextlib.contextmanager
 def eval_mode(model):
-    """Run a block with ``model`` in eval mode (no dropout), then restore the mode it had."""
-    was_training = model.training
+    """Run a block with ``model`` in eval mode (no dropout), then restore the mode each submodule had.
+
+    Each one's own: a submodule kept in eval mode while the rest trains stays so.
+    """
+    modes = [(module, module.training) for module in model.modules()]
     model.eval()
     try:
         yield
     finally:
-        model.train(was_training)
+        for module, training in modes:
+            module.training = training
 
 
 def autoregressive(next_logits: Callable[[np.ndarray], object], idx: np.ndarray, max_new_tokens: int,

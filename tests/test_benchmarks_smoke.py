@@ -107,7 +107,7 @@ def test_torch_reference_is_the_same_model():
                            gelu_approximate="tanh")
     ours = gpt.GPT(config, seed=0)
     theirs = TorchGPT(65, 8, 2, 2, 16, 64, gelu_approximate="tanh")
-    theirs.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in ours.state_dict().items()})
+    theirs.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in ours.state_dict().items()})
     rng = np.random.default_rng(0)
     idx, targets = rng.integers(0, 65, size=(3, 8)), rng.integers(0, 65, size=(3, 8))
     logits, loss = ours(idx, targets)

@@ -8,7 +8,8 @@ Read in this order:
 * ``functional.py``: ``vjp``, ``jvp``, ``linearize``, ``jacobian``, ``hessian``, ``hvp``: forward and
   reverse mode as functions.
 
-Beside them: ``vjp_checks.py`` (what a VJP must return, and the errors that name the op),
+Beside them: ``contract.py`` (what backward checks: its arguments, that the graph's inputs were not
+changed in place since the forward pass, and what each VJP returns, with errors that name the culprit),
 ``anomaly.py`` (``detect_anomaly``), ``freed.py`` (what backward keeps of a node it frees, so
 the graph can still be drawn), ``checkpoint.py`` (``checkpoint``: keep a segment's inputs, recompute
 it in backward), ``memory.py`` (``graph_bytes``: what a recorded graph holds for backward).
@@ -17,10 +18,10 @@ it in backward), ``memory.py`` (``graph_bytes``: what a recorded graph holds for
 from .anomaly import AnomalyError, detect_anomaly
 from .backprop import backward, grad
 from .checkpoint import checkpoint
+from .contract import VJPError
 from .functional import hessian, hvp, jacobian, jvp, linearize, vjp
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .memory import GraphBytes, graph_bytes
-from .vjp_checks import VJPError
 
 __all__ = ["AnomalyError", "GradcheckError", "GraphBytes", "VJPError", "backward", "checkpoint", "detect_anomaly",
            "grad", "gradcheck", "graph_bytes", "gradgradcheck", "hessian", "hvp", "jacobian", "jvp", "linearize", "vjp"]

@@ -20,6 +20,8 @@ added here:
   each a Tensor (or None) of the input's shape or one it broadcasts to (the
   shape only for inputs that require grad: a constant's gradient is dropped); a VJP
   that breaks this, or calls NumPy on Tensors, is a ``VJPError`` naming the op;
+* a graph whose input was changed in place after the op used it (its version
+  counter moved, ``minigrad/versions.py``) is refused before any gradient is written;
 * under ``detect_anomaly()`` (``anomaly.py``) every gradient is checked for
   NaN/Inf, and the op and the user's line that made it are named.
 
@@ -34,13 +36,19 @@ import contextlib
 
 import numpy as np
 
-from ..inplace import check_unchanged
-from ..modes import edits, set_grad_enabled, state
+from ..modes import set_grad_enabled, state
 from ..tensor import OpError, Tensor
 from .anomaly import check_backward
-from .arguments import one_per_output, tensors_given
+from .contract import (
+    check_grad,
+    check_roots,
+    check_unchanged,
+    one_per_input,
+    one_per_output,
+    tensors_given,
+    vjp_failure,
+)
 from .freed import remember_inputs
-from .vjp_checks import check_grad, one_per_input, vjp_failure
 
 _FREED = ("backward: this graph was already freed by an earlier backward(). Call backward(retain_graph=True) "
           "the first time if you need to backward through it again.")
@@ -172,7 +180,7 @@ def _accumulate(t: Tensor, g: Tensor, owned: _OwnedGrads, create_graph: bool) ->
 def _call_vjp(t: Tensor, g: Tensor) -> tuple:
     """``t``'s op's VJP: one gradient per input of ``t``. Under detect_anomaly, checked and blamed on the op.
 
-    What comes back is checked where it is used (``vjp_checks.py``), so a wrong VJP
+    What comes back is checked where it is used (``contract.py``), so a wrong VJP
     is named here and not by the reshape or add that trips over its result later.
     """
     try:
@@ -205,13 +213,6 @@ def _free(t: Tensor) -> None:
     t._inputs = None
     t._params = None
     t._saved = None
-
-
-def _check_roots(roots) -> None:
-    for r in roots:
-        if not r.requires_grad:
-            raise RuntimeError(f"backward: the output (shape {r.shape}) does not require grad: no input it was "
-                               f"computed from has requires_grad=True, or it was computed under no_grad()")
 
 
 def _input_grads(t: Tensor, g: Tensor) -> list[tuple[Tensor, Tensor]]:
@@ -256,12 +257,13 @@ def _backpropagate(roots, root_grads, retain_graph: bool, create_graph: bool, ta
     With ``targets`` (a list of tensors) it returns their gradients, by id, and
     touches no ``.grad``; without, it accumulates into leaves and retain_grad() tensors.
     """
-    _check_roots(roots)
+    check_roots(roots)
     order = toposort(roots)  # 1. every tensor after the tensors it was computed from
     pending: dict[int, Tensor] = {}  # 2. id(tensor) -> the gradient summed into it so far
     for r, g in zip(roots, root_grads):
         pending[id(r)] = pending[id(r)] + g if id(r) in pending else g
     needed = None if targets is None else _needed_for(targets, order)  # grad(): only paths to the targets
+    check_unchanged(order, needed)  # an input written in place since the forward pass: refused, nothing written
     target_ids = set() if targets is None else {id(t) for t in targets}
     found: dict[int, Tensor] = {}
     owned = _OwnedGrads(root_grads, create_graph)
@@ -285,8 +287,6 @@ def _backpropagate(roots, root_grads, retain_graph: bool, create_graph: bool, ta
                 continue  # a leaf, or nothing grad() wants lies behind t
             if t._inputs is None:
                 raise RuntimeError(_FREED)
-            if t._version < edits.count:  # some tensor changed in place since t was made: one of its inputs?
-                check_unchanged(t)
             for x, gx in _input_grads(t, g):  # 7. the chain rule: t's VJP sends g on to t's inputs
                 pending[id(x)] = gx if id(x) not in pending else pending[id(x)] + gx
             if not retain_graph:

@@ -303,7 +303,8 @@ def jacobian(fn, inputs, mode: str = "reverse"):
                 seeds = tuple(_unit(p, row) if j == k else _zeros(p) for j, p in enumerate(outputs))
                 for i, g in enumerate(pullback(_unpack(seeds, single_output))):
                     blocks[k][i].append(g)
-        jac = [[_stack(rows, o.shape + x.shape) for rows, x in zip(blocks[k], xs)] for k, o in enumerate(outputs)]
+        jac = [[_stack(rows, o.shape + x.shape, x.dtype) for rows, x in zip(blocks[k], xs)]
+               for k, o in enumerate(outputs)]
     else:
         outputs, single_output, push = _linearize("jacobian", fn, xs)
         outputs = (outputs,) if single_output else outputs
@@ -313,20 +314,22 @@ def jacobian(fn, inputs, mode: str = "reverse"):
                 tangents = tuple(_unit(x, col) if j == i else _zeros(p) for j, p in enumerate(xs))
                 for k, t in enumerate(push(tangents)):
                     columns[k][i].append(t)
-        jac = [[_stack(cols, o.shape + x.shape, axis=-1) for cols, x in zip(columns[k], xs)]
+        jac = [[_stack(cols, o.shape + x.shape, o.dtype, axis=-1) for cols, x in zip(columns[k], xs)]
                for k, o in enumerate(outputs)]
     per_output = [_unpack(tuple(row), single_input) for row in jac]
     return _unpack(tuple(per_output), single_output)
 
 
-def _stack(pieces: list[Tensor], shape: tuple, axis: int = 0) -> Tensor:
+def _stack(pieces: list[Tensor], shape: tuple, dtype, axis: int = 0) -> Tensor:
     """Rows (or columns) of one Jacobian block, flattened and stacked, reshaped to ``shape``.
 
     When nothing is recorded (the usual case) this is plain NumPy; nested, the
-    pieces are Tensors in a graph and are stacked with Tensor ops.
+    pieces are Tensors in a graph and are stacked with Tensor ops. A block with
+    no rows (an empty output or input) has the ``dtype`` its rows would have had:
+    the input's in reverse mode (gradients), the output's in forward mode (tangents).
     """
     if not pieces:
-        return Tensor(np.zeros(shape))
+        return Tensor(np.zeros(shape, dtype=dtype))
     if any(p.requires_grad for p in pieces):
         return OPS["stack"](*[p.reshape(-1) for p in pieces], axis=axis).reshape(shape)
     flat = np.stack([p.data.reshape(-1) for p in pieces], axis=axis)

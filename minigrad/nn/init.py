@@ -9,8 +9,10 @@ every run. The default generator starts seeded with 0: runs are reproducible out
 of the box.
 
 The initialisers follow ``torch.nn.init`` (``normal_``, ``uniform_``, ``zeros_``,
-``ones_``): they overwrite a tensor's values in place, keeping its dtype, and
-return it.
+``ones_``): they overwrite a tensor's values in place, keeping its dtype (and
+its views see the new values), and return it. The write is counted on the
+tensor's version counter (``minigrad/versions.py``), so a backward through a
+graph recorded before it is refused, as in PyTorch.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 
 from ..runtime import default_rng, manual_seed  # noqa: F401  (nn.manual_seed: PyTorch's home for it)
 from ..tensor import Tensor
+from ..versions import bump
 
 
 def resolve_rng(rng: np.random.Generator | None, seed: int | None = None, who: str = "init") -> np.random.Generator:
@@ -35,23 +38,26 @@ def resolve_rng(rng: np.random.Generator | None, seed: int | None = None, who: s
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, rng: np.random.Generator | None = None) -> Tensor:
     """Fill ``tensor`` with draws from U(a, b)."""
-    tensor.data = resolve_rng(rng).uniform(a, b, size=tensor.shape).astype(tensor.dtype)
-    return tensor
+    return _fill(tensor, resolve_rng(rng).uniform(a, b, size=tensor.shape), "uniform_")
 
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, rng: np.random.Generator | None = None) -> Tensor:
     """Fill ``tensor`` with draws from N(mean, std**2)."""
-    tensor.data = (mean + std * resolve_rng(rng).standard_normal(tensor.shape)).astype(tensor.dtype)
-    return tensor
+    return _fill(tensor, mean + std * resolve_rng(rng).standard_normal(tensor.shape), "normal_")
 
 
 def zeros_(tensor: Tensor) -> Tensor:
     """Fill ``tensor`` with zeros."""
-    tensor.data = np.zeros(tensor.shape, dtype=tensor.dtype)
-    return tensor
+    return _fill(tensor, 0, "zeros_")
 
 
 def ones_(tensor: Tensor) -> Tensor:
     """Fill ``tensor`` with ones."""
-    tensor.data = np.ones(tensor.shape, dtype=tensor.dtype)
+    return _fill(tensor, 1, "ones_")
+
+
+def _fill(tensor: Tensor, values, name: str) -> Tensor:
+    """Write ``values`` into ``tensor``'s array in place, in its dtype; counted as a write by ``nn.init.<name>``."""
+    np.copyto(tensor.data, values, casting="unsafe")
+    bump(tensor, f"nn.init.{name}()")
     return tensor

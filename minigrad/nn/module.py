@@ -17,14 +17,17 @@ clusters).
 
 from __future__ import annotations
 
+import inspect
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
+from types import FunctionType
 from typing import NamedTuple
 
 import numpy as np
 
 from ..modes import module_scope
 from ..tensor import Tensor
+from ..versions import bump, replace_storage
 
 
 class Parameter(Tensor):
@@ -48,6 +51,9 @@ class IncompatibleKeys(NamedTuple):
 
     missing_keys: list[str]
     unexpected_keys: list[str]
+
+
+_MODULE_OWN = ("training", "_parameters", "_modules", "_buffers", "_non_persistent_buffers")  # Module.__init__'s
 
 
 class Module:
@@ -79,6 +85,11 @@ class Module:
             object.__setattr__(self, name, value)
             return
         params, modules, buffers = self._parameters, self._modules, self._buffers
+        if isinstance(value, Parameter | Module) and name not in params and name not in modules:
+            taken = self._taken(name)
+            if taken:
+                raise KeyError(f"{type(self).__name__}: cannot register a {type(value).__name__} as '{name}': that "
+                               f"is {taken}, and the two would overwrite each other; pick another name")
         if isinstance(value, Parameter):
             modules.pop(name, None)
             self._forget_buffer(name)
@@ -99,6 +110,20 @@ class Module:
             params.pop(name, None)
             modules.pop(name, None)
         object.__setattr__(self, name, value)
+
+    def _taken(self, name: str) -> str | None:
+        """What ``name`` already is, if it can't also name a weight or submodule (None if it can).
+
+        ``training`` and the registries are set on every module (``.eval()`` would
+        overwrite a submodule called ``training``); a method or property of the
+        class would be hidden by it.
+        """
+        if name in _MODULE_OWN:
+            return "an attribute every Module keeps"
+        found = inspect.getattr_static(type(self), name, None)
+        if isinstance(found, FunctionType | property | staticmethod | classmethod):
+            return f"a method of {type(self).__name__}"
+        return None
 
     def __delattr__(self, name: str) -> None:
         self._parameters.pop(name, None)
@@ -248,13 +273,13 @@ class Module:
         if dtype.kind != "f":
             raise TypeError(f"{type(self).__name__}.to: parameters must be floating point, not {dtype}")
         for param in self.parameters():
-            if param.dtype != dtype:
-                param.data = param.data.astype(dtype)
+            if param.dtype != dtype:  # (a new array: counted as a write, versions.py)
+                replace_storage(param, param.data.astype(dtype), f"{type(self).__name__}.to({dtype})")
                 if param.grad is not None:
                     param.grad = Tensor._wrap(param.grad.data.astype(dtype))
         for buffer in self.buffers():
             if buffer.dtype.kind == "f" and buffer.dtype != dtype:
-                buffer.data = buffer.data.astype(dtype)
+                replace_storage(buffer, buffer.data.astype(dtype), f"{type(self).__name__}.to({dtype})")
         return self
 
     def double(self) -> Module:
@@ -267,14 +292,18 @@ class Module:
 
     # --- checkpoints ----------------------------------------------------------------------
 
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """A copy of every parameter's and persistent buffer's values by dotted name (a tied one under each name)."""
-        state = {name: param.data.copy() for name, param in self.named_parameters(remove_duplicate=False)}
-        state.update((name, buffer.data.copy()) for name, buffer in self._persistent_buffers())
-        return state
+    def state_dict(self) -> dict[str, Tensor]:
+        """Every parameter and persistent buffer by dotted name (a tied one under each name), as PyTorch's.
+
+        The values are detached tensors sharing memory (and the version counter) with
+        the weights: ``sd[k].copy_(w)`` under ``no_grad()`` loads ``w`` into the model,
+        and training goes on changing them. Save a copy (``{k: v.clone() ...}``, or a
+        checkpoint with ``mg.save``) to keep the values of one moment.
+        """
+        return {name: tensor.detach() for name, tensor in self._state_tensors().items()}
 
     def _state_tensors(self) -> dict[str, Tensor]:
-        """The tensors ``state_dict`` copies, by name: parameters, then persistent buffers."""
+        """The tensors ``state_dict`` hands out, by name: parameters, then persistent buffers."""
         own = dict(self.named_parameters(remove_duplicate=False))
         own.update(self._persistent_buffers())
         return own
@@ -302,8 +331,9 @@ class Module:
             raise StateDictError(f"load_state_dict for {type(self).__name__}: {len(problems)} problem(s), "
                                  f"nothing was loaded:\n  " + "\n  ".join(problems))
         for name, tensor in own.items():
-            if name in arrays:
-                tensor.data = arrays[name].copy()
+            if name in arrays:  # in place, as PyTorch: views of the weights see the loaded values
+                np.copyto(tensor.data, arrays[name])
+                bump(tensor, f"{type(self).__name__}.load_state_dict()")
         return IncompatibleKeys(missing, unexpected)
 
     # --- printing -------------------------------------------------------------------------
@@ -411,8 +441,12 @@ class ModuleDict(Module):
     def __setitem__(self, name: str, module: Module) -> None:
         if not isinstance(module, Module):
             raise TypeError(f"ModuleDict: can only hold Modules, not {type(module).__name__}")
-        if "." in name or (hasattr(type(self), name) and name not in self._modules):
-            raise KeyError(f"ModuleDict: {name!r} cannot be a key (it has a dot, or is the name of a method)")
+        if not isinstance(name, str) or not name or "." in name:
+            raise KeyError(f"ModuleDict: a key must be a non-empty string without dots, not {name!r}")
+        taken = None if name in self._modules else self._taken(name)
+        if taken:
+            raise KeyError(f"ModuleDict: {name!r} cannot be a key: it is {taken}, and the two would overwrite "
+                           f"each other; pick another key")
         setattr(self, name, module)
 
     def __contains__(self, name: str) -> bool:

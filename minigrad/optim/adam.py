@@ -68,12 +68,13 @@ class Adam(Optimizer):
                     state["exp_avg_sq"] = np.zeros_like(p.data)   # v
                 state["step"] += 1
                 t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
+                param = self._written(p)  # p's array, updated in place (counted on p's version counter)
 
                 if weight_decay != 0:
                     if self.decoupled_weight_decay:
-                        p.data *= 1 - lr * weight_decay
+                        param *= 1 - lr * weight_decay
                     else:
-                        g = g + weight_decay * p.data
+                        g = g + weight_decay * param
 
                 # In place, through one scratch array: the update is a dozen passes over
                 # every parameter, and fresh temporaries would make each one a trip to memory.
@@ -93,7 +94,7 @@ class Adam(Optimizer):
                 denom += eps
                 update = np.divide(m, denom, out=scratch)
                 update *= step_size
-                p.data -= update
+                param -= update
         return loss
 
 

@@ -16,7 +16,10 @@ as in PyTorch, so it can be saved and loaded into a fresh optimizer built over
 a fresh model with the same parameter layout. Training then resumes exactly.
 
 Subclasses implement ``step()``; updates run under ``no_grad`` and change each
-``p.data`` array in place, in that array's own dtype.
+parameter's array in place, in that array's own dtype, through ``_written(p)``:
+the write is counted on the parameter's version counter (``minigrad/versions.py``),
+so a backward through a graph recorded before the step is refused, not computed
+from the updated weights.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 
 from ..modes import enable_grad
 from ..tensor import Tensor
+from ..versions import bump
 
 
 class Optimizer:
@@ -95,6 +99,11 @@ class Optimizer:
     def step(self, closure=None):
         """Update every parameter that has a gradient; ``closure`` (optional) recomputes and returns the loss."""
         raise NotImplementedError
+
+    def _written(self, p: Tensor) -> np.ndarray:
+        """``p``'s array, for ``step`` to update in place: the write is counted as this optimizer's step."""
+        bump(p, f"{type(self).__name__}.step()")
+        return p.data
 
     def _loss_from(self, closure):
         if closure is None:

@@ -62,5 +62,6 @@ class SGD(Optimizer):
                         buf *= momentum
                         buf += (1 - dampening) * d_p
                     d_p = d_p + momentum * buf if group["nesterov"] else buf
-                p.data -= lr * d_p
+                param = self._written(p)  # (counted on p's version counter)
+                param -= lr * d_p
         return loss

@@ -166,6 +166,20 @@ def test_no_grad_decorator_records_nothing_and_restores_the_mode():
     assert mg.is_grad_enabled()
 
 
+def test_a_kept_set_grad_enabled_object_entered_later_restores_the_mode_at_entry():
+    off = mg.set_grad_enabled(False)
+    mg.set_grad_enabled(False)  # switched again after the kept call: the call's "before" no longer holds
+    try:
+        with off:
+            assert not mg.is_grad_enabled()
+        assert not mg.is_grad_enabled()
+        with mg.set_grad_enabled(True):  # entered straight after its call: restores what was there before it
+            assert mg.is_grad_enabled()
+        assert not mg.is_grad_enabled()
+    finally:
+        mg.set_grad_enabled(True)
+
+
 def test_no_grad_restores_the_mode_after_an_exception():
     with pytest.raises(ZeroDivisionError), mg.no_grad():
         raise ZeroDivisionError

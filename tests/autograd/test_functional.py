@@ -387,3 +387,16 @@ def test_identity_and_linear_edge_cases(rng):
     np.testing.assert_array_equal(mg.vjp(lambda v: v, x)[1](t)[0].data, t.data)
     np.testing.assert_array_equal(mg.hessian(lambda v: (v * 2.0).sum(), x).data, np.zeros((3, 3)))  # linear
     assert mg.hvp(lambda v: t64(5.0), x, t)[1].data.tolist() == [0.0, 0.0, 0.0]  # constant
+
+
+@pytest.mark.parametrize("mode", ["reverse", "forward"])
+def test_an_empty_jacobian_or_hessian_block_keeps_the_float32_dtype(mode):
+    empty = mg.tensor(np.zeros(0, np.float32), requires_grad=True)
+    x = mg.tensor(np.ones(2, np.float32), requires_grad=True)
+    blocks = mg.jacobian(lambda a, b: a.sum() + b * 2.0, (empty, x), mode=mode)
+    assert [(j.shape, j.dtype) for j in blocks] == [((2, 0), np.float32), ((2, 2), np.float32)]
+    alone = mg.jacobian(lambda a: a * 2.0, empty, mode=mode)
+    assert alone.shape == (0, 0) and alone.dtype == np.float32
+    H = mg.hessian(lambda a, b: (a * a).sum() + (b * b).sum(), (empty, x))
+    assert [[h.dtype for h in row] for row in H] == [[np.float32] * 2] * 2
+    assert mg.hessian(lambda a: (a * a).sum(), empty).dtype == np.float32

@@ -106,6 +106,22 @@ def test_composite_mode_as_context_manager_function_and_decorator():
     assert inside() and not mg.is_composite_mode()
 
 
+def test_a_kept_composite_mode_object_entered_later_restores_the_mode_at_entry():
+    off = mg.composite_mode(False)  # kept, and switched on again before it is entered
+    mg.composite_mode(True)
+    try:
+        with off:
+            assert not mg.is_composite_mode()
+        assert mg.is_composite_mode(), "leaving must restore what was there on entering"
+        on = mg.composite_mode(True)
+        mg.composite_mode(False)
+        with on:
+            assert mg.is_composite_mode()
+        assert not mg.is_composite_mode()
+    finally:
+        mg.composite_mode(False)
+
+
 def test_composite_mode_is_per_thread():
     seen = []
     with mg.composite_mode():

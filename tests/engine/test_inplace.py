@@ -125,7 +125,7 @@ def test_backward_refuses_a_graph_whose_input_changed_in_place_afterwards():
         w -= 1.0
     with pytest.raises(RuntimeError, match=r"input 0 \(shape \(2,\) float32\) of op 'mul' was changed in place"):
         loss.backward()
-    # through a view made by an op too: the reshape node sees its input changed
+    # through a view made by an op too: the first node to use w sees it changed
     w = mg.tensor([1.0, 2.0], requires_grad=True)
     loss = (w.reshape(2, 1) ** 2).sum()
     with mg.no_grad():

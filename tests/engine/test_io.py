@@ -422,7 +422,7 @@ def test_io_load_checks_the_scheduler_before_loading_the_model(tmp_path):
     io.save(tmp_path / "c.safetensors", model, opt, scheduler=LambdaLR(opt, lambda step: 1.0))
 
     other = nn.Linear(2, 2, rng=np.random.default_rng(1))
-    before = {k: v.copy() for k, v in other.state_dict().items()}
+    before = {k: v.numpy().copy() for k, v in other.state_dict().items()}
     two_groups = SGD([{"params": [other.weight]}, {"params": [other.bias]}], lr=0.5)
     with pytest.raises(CheckpointError, match=r"nothing was loaded:\n  scheduler: saved for 1 parameter groups, "
                                               r"this optimizer has 2"):

@@ -247,6 +247,14 @@ def test_generate_uses_eval_mode_and_restores_the_mode():
     assert not m.training
 
 
+def test_generate_restores_each_submodules_own_mode():
+    m = GPT(config(dropout=0.5), seed=0)
+    m.blocks[0].eval()  # a part kept in eval mode while the rest trains
+    m.generate(tokens(1, 3), 2)
+    assert m.training and not m.blocks[0].training and all(not s.training for s in m.blocks[0].modules())
+    assert all(s.training for s in m.blocks[1].modules())
+
+
 # --------------------------------------------------------------------------------------
 # Checkpoints
 # --------------------------------------------------------------------------------------

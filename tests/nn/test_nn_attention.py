@@ -54,7 +54,7 @@ def test_gqa_equals_mha_whose_kv_heads_are_repeated_over_each_group():
     gqa = make(n_heads=4, n_kv_heads=2)
     assert gqa.k_proj.weight.shape == (4, 8)  # 2 kv heads of head_dim 2
     mha = make(n_heads=4, seed=1)
-    state = gqa.state_dict()
+    state = {name: t.numpy() for name, t in gqa.state_dict().items()}
     for name in ("k_proj", "v_proj"):  # query heads 0, 1 share kv head 0; heads 2, 3 share kv head 1
         w, b = state[f"{name}.weight"].reshape(2, 2, 8), state[f"{name}.bias"].reshape(2, 2)
         state[f"{name}.weight"] = np.repeat(w, 2, axis=0).reshape(8, 8)
@@ -262,7 +262,7 @@ def test_matches_torch_multihead_attention():
     torch = pytest.importorskip("torch")
     attn = make(d_model=8, n_heads=2)
     ref = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64)
-    s = attn.state_dict()
+    s = {name: t.numpy() for name, t in attn.state_dict().items()}
     with torch.no_grad():
         ref.in_proj_weight.copy_(torch.from_numpy(np.concatenate([s[f"{n}_proj.weight"] for n in "qkv"])))
         ref.in_proj_bias.copy_(torch.from_numpy(np.concatenate([s[f"{n}_proj.bias"] for n in "qkv"])))

@@ -74,7 +74,7 @@ def test_state_dict_saves_persistent_buffers_and_load_restores_them():
     other.slopes.data = np.zeros(3, np.float32)
     other.load_state_dict(state)
     np.testing.assert_array_equal(other.slopes.data, m.slopes.data)
-    assert other.state_dict()["slopes"] is not other.slopes.data  # a copy
+    assert other.state_dict()["slopes"].data is other.slopes.data  # the buffer's memory, detached
 
 
 def test_loading_checks_buffers_all_or_nothing():

@@ -115,7 +115,7 @@ def test_zero_grad_clears_every_gradient():
     assert all(p.grad is None for p in model.parameters())
 
 
-def test_state_dict_is_a_copy_and_round_trips():
+def test_state_dict_shares_memory_with_the_weights_and_round_trips():
     nn.manual_seed(1)
     a = Tiny()
     nn.manual_seed(2)
@@ -123,8 +123,10 @@ def test_state_dict_is_a_copy_and_round_trips():
     ids = np.array([[0, 4, 2]])
     assert not np.allclose(a(ids).data, b(ids).data)
     state = a.state_dict()
-    state["scale"][:] = 7.0  # editing the copy must not touch the model
-    assert np.all(a.scale.data == 1.0)
+    assert all(not t.requires_grad and t.is_leaf for t in state.values())  # detached, as PyTorch's
+    with mg.no_grad():
+        state["scale"][:] = 7.0  # the same memory as the buffer: the model sees it
+    assert np.all(a.scale.data == 7.0) and a.scale._version == 1
     state = a.state_dict()
     result = b.load_state_dict(state)
     assert result.missing_keys == [] and result.unexpected_keys == []
@@ -132,9 +134,36 @@ def test_state_dict_is_a_copy_and_round_trips():
     assert b.head.weight is b.embed.weight  # loading keeps the tie
 
 
+def test_the_nanogpt_loading_pattern_loads_through_state_dict_and_copy_():
+    model = Tiny()
+    rng = np.random.default_rng(3)
+    weights = {name: rng.standard_normal(t.shape).astype(np.float32) for name, t in Tiny().state_dict().items()}
+    weights["head.weight"] = weights["embed.weight"]  # (tied in the model: one weight under two names)
+    sd = model.state_dict()
+    for k in sd:  # nanoGPT's from_pretrained: copy each weight into the tensor state_dict() handed out
+        assert sd[k].shape == weights[k].shape
+        with mg.no_grad():
+            sd[k].copy_(weights[k])
+    for name, t in model.state_dict().items():
+        np.testing.assert_array_equal(t.numpy(), weights[name])
+    with pytest.raises(RuntimeError, match=r"copy_\(\) on a tensor that requires grad .* outside no_grad"):
+        model.embed.weight.copy_(weights["embed.weight"])
+
+
+def test_copy_broadcasts_and_casts_as_pytorch():
+    t = mg.zeros(2, 3)
+    t.copy_(mg.tensor([1.0, 2.0, 3.0]))
+    assert t.tolist() == [[1.0, 2.0, 3.0]] * 2
+    i = mg.tensor(np.zeros(2, np.int64))
+    i.copy_(np.array([1.7, -2.7]))  # any cast, as torch's copy_: truncated
+    assert i.tolist() == [1, -2] and i.dtype == np.int64
+    with pytest.raises(mg.OpError, match=r"copy_\(\): cannot write .* shape \(4,\)"):
+        t.copy_(np.ones(4))
+
+
 def test_load_state_dict_lists_every_problem_and_loads_nothing():
     model = Tiny()
-    before = model.state_dict()
+    before = {name: t.numpy().copy() for name, t in model.state_dict().items()}
     state = model.state_dict()
     for name in state:
         state[name] = state[name] + 1.0  # would change every weight if anything were loaded
@@ -229,6 +258,26 @@ def test_containers():
     assert [n for n, _ in d.named_parameters()] == ["enc.weight", "enc.bias", "dec.weight", "dec.bias"]
     with pytest.raises(KeyError):
         d["train"] = b  # would hide the method
+
+
+@pytest.mark.parametrize("name", ["training", "_modules", "_parameters", "_buffers", "keys", "forward", "eval"])
+def test_a_name_every_module_keeps_or_a_method_name_is_refused_as_a_submodule_name(name):
+    with pytest.raises(KeyError, match=rf"'{name}' cannot be a key: it is (an attribute every Module keeps|a method)"):
+        nn.ModuleDict({name: nn.Linear(2, 2)})
+    if name == "keys":
+        return  # (a method of ModuleDict only)
+    with pytest.raises(KeyError, match=rf"cannot register a Linear as '{name}'"):
+        nn.Sequential({name: nn.Linear(2, 2)})
+    with pytest.raises(KeyError, match=rf"cannot register a Parameter as '{name}'"):
+        setattr(nn.Linear(2, 2), name, nn.Parameter(np.zeros(2, np.float32)))
+
+
+def test_eval_keeps_every_submodule_of_a_module_dict():
+    d = nn.ModuleDict({"train_head": nn.Linear(2, 2), "eval_head": nn.Dropout(0.5)})
+    d.eval()
+    assert list(d) == ["train_head", "eval_head"] and not d["eval_head"].training
+    d.train()
+    assert len(d) == 2 and d["eval_head"].training
 
 
 def test_apply_visits_every_module_children_first():

@@ -1,0 +1,183 @@
+"""Backward's contract, checked where backward relies on it, with errors that name the culprit.
+
+Three things a wrong gradient could otherwise come from, silently:
+
+* **the arguments** of ``backward`` and ``grad``, checked as PyTorch checks them,
+  before anything runs: outputs and inputs are Tensors (one, or a list), the
+  outputs require grad, and the weights of the outputs (``gradient=`` /
+  ``grad_outputs=``) come one per output.
+  A count that differs is an error: pairing the first few would drop the others'
+  gradients;
+* **the graph's tensors**, unchanged since the forward pass: a node whose input
+  was written in place after the op ran would have its VJP read the new values.
+  Every storage's version counter (``minigrad/versions.py``) says when it was
+  written last, and by what; backward refuses such a graph before it writes any
+  gradient, naming the op, the input and the writer;
+* **what a VJP returns**: writing an op, the usual mistakes are a VJP that forgets
+  the tuple comma, returns the wrong number of gradients or the wrong shape, or
+  calls NumPy on Tensors (``np.cos(x)``, where the table's ``x.cos()`` is meant).
+  Unchecked, each would surface later, inside whatever op trips over the result,
+  with no word of the VJP at fault. ``backprop.py`` calls these checks only when
+  its cheap test on the result fails, so a correct VJP pays almost nothing.
+"""
+
+from __future__ import annotations
+
+import linecache
+
+import numpy as np
+
+from ..tensor import NumpyOnTensorError, Tensor
+from ..versions import writes
+
+# --------------------------------------------------------------------------------------
+# The arguments of backward() and grad()
+# --------------------------------------------------------------------------------------
+
+
+def tensors_given(who: str, what: str, given) -> list[Tensor]:
+    """``given`` (one Tensor, or a list or tuple of them) as a list; anything else is a TypeError naming it."""
+    items = [given] if isinstance(given, Tensor) else list(given) if isinstance(given, list | tuple) else None
+    if items is None or not items:
+        raise TypeError(f"{who}: {what} must be a Tensor or a non-empty list of Tensors, got "
+                        f"{type(given).__name__ if items is None else 'an empty ' + type(given).__name__}")
+    for i, t in enumerate(items):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{who}: {what}[{i}] is a {type(t).__name__}, not a Tensor")
+    return items
+
+
+def one_per_output(who: str, what: str, outputs: list, given, single: bool) -> list:
+    """The weights ``given`` for ``outputs``, one each (None: all None); a count that differs is an error."""
+    if given is None:
+        return [None] * len(outputs)
+    if isinstance(given, Tensor | np.ndarray) or not isinstance(given, list | tuple):
+        if single or len(outputs) == 1:
+            return [given]
+        raise TypeError(f"{who}: {what} must be a list with one entry per output ({len(outputs)}), "
+                        f"got one {type(given).__name__}")
+    if len(given) != len(outputs):
+        raise ValueError(f"{who}: {what} has {len(given)} entries but there are {len(outputs)} outputs; give one "
+                         f"per output (None for a scalar output)")
+    return list(given)
+
+
+def check_roots(roots) -> None:
+    """Each output backward starts from must require grad: else no graph was recorded to walk."""
+    for r in roots:
+        if not r.requires_grad:
+            raise RuntimeError(f"backward: the output (shape {r.shape}) does not require grad: no input it was "
+                               f"computed from has requires_grad=True, or it was computed under no_grad()")
+
+
+# --------------------------------------------------------------------------------------
+# The graph's tensors: unchanged since the forward pass
+# --------------------------------------------------------------------------------------
+
+
+def check_unchanged(order, needed: set | None = None) -> None:
+    """Refuse the graph, before backward writes any gradient, if a node's tensors were written after the op ran.
+
+    ``order`` is the graph's tensors; ``needed``, for ``grad()``, the ids of the nodes
+    it will run (None: all). A node made at the current clock of writes has nothing
+    to check, which is every node unless something was written since the forward pass.
+    Its inputs are checked, and its output too (a VJP may read it: ``exp``'s does), which
+    a view of it made under ``no_grad`` could have changed.
+    """
+    now = writes.count
+    for t in order:
+        if t._made_at < now and t._op is not None and (needed is None or id(t) in needed):
+            for i, x in enumerate((*t._inputs, t)):
+                version = x._counter
+                if version is not None and version.stamp > t._made_at:
+                    who = "its output" if x is t else f"input {x.name!r}" if x.name else f"input {i}"
+                    raise RuntimeError(
+                        f"backward: {who} (shape {x.shape} {x.dtype}) of op '{t._op.name}' was changed in place "
+                        f"by {version.by} after the op used it, so its gradient would be computed from the new "
+                        f"values; no gradient was written. Call backward() before changing the tensor (or any "
+                        f"view of it): forward, backward, then optimizer.step(); or recompute the forward pass "
+                        f"after the change")
+
+
+# --------------------------------------------------------------------------------------
+# What a VJP returns
+# --------------------------------------------------------------------------------------
+
+
+class VJPError(RuntimeError):
+    """An op's VJP broke its contract; the message names the op, the input and the shapes."""
+
+
+def vjp_failure(t: Tensor, err: Exception) -> Exception:
+    """The error to raise for ``err``, raised by the VJP of ``t``'s op.
+
+    NumPy called on a Tensor becomes a VJPError saying to use table ops; any
+    other error is returned as it is, with a note naming the op (Python 3.11+).
+    """
+    if isinstance(err, NumpyOnTensorError):
+        return VJPError(f"backward: the VJP of op '{t._op.name}' called a NumPy function on a Tensor"
+                        f"{_vjp_line(t, err)}. A VJP may use only Tensor ops (the ops in the table), so that "
+                        f"backward is itself differentiable: for example x.cos(), after adding a 'cos' op if "
+                        f"the table has none (docs/adding_an_op.md shows how), not np.cos(x)")
+    if hasattr(err, "add_note"):
+        err.add_note(f"(raised by the VJP of op '{t._op.name}', in backward)")
+    return err
+
+
+def _vjp_line(t: Tensor, err: BaseException) -> str:
+    """' (at file:line: source)' for the line of the VJP where ``err`` was raised, if it can be found."""
+    code = getattr(t._op.vjp, "__code__", None)
+    tb, line = err.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    if line is None:
+        return ""
+    source = linecache.getline(code.co_filename, line).strip()
+    return f" (at {code.co_filename}:{line}: {source})" if source else f" (at {code.co_filename}:{line})"
+
+
+def _shapes(tensors) -> str:
+    return ", ".join(str(x.shape) for x in tensors)
+
+
+def one_per_input(t: Tensor, result) -> tuple:
+    """``result`` as a tuple of one gradient per input, or a VJPError saying what the VJP returned instead."""
+    n, name = len(t._inputs), t._op.name
+    if isinstance(result, list) and len(result) == n:
+        return tuple(result)
+    if isinstance(result, tuple | list):
+        raise VJPError(f"backward: the VJP of op '{name}' returned {len(result)} gradient(s) for its {n} input(s) "
+                       f"(shapes {_shapes(t._inputs)}); it must return one per input, None for an input "
+                       f"that has none")
+    hint = (" (a one-input op returns a 1-tuple: `return (g * x,)`, with the comma)"
+            if isinstance(result, Tensor) and n == 1 else _TENSOR_OPS if isinstance(result, np.ndarray) else "")
+    raise VJPError(f"backward: the VJP of op '{name}' returned {_kind(result)}, not a tuple of {n} gradient(s), "
+                   f"one per input (shapes {_shapes(t._inputs)}){hint}")
+
+
+_TENSOR_OPS = (". Gradients are computed with Tensor ops (g * x.cos(), not g * np.cos(x.data)), so that "
+               "backward can itself be differentiated")
+
+
+def _kind(value) -> str:
+    if isinstance(value, np.ndarray):
+        return f"a NumPy array of shape {value.shape}"
+    return f"a {type(value).__name__}" + (f" of shape {value.shape}" if isinstance(value, Tensor) else "")
+
+
+def check_grad(t: Tensor, i: int, x: Tensor, gx) -> None:
+    """Raise VJPError unless ``gx`` is a Tensor whose shape ``x``'s shape broadcasts to (so _sum_to can reduce it).
+
+    Called only when autograd's cheap test fails: not a Tensor, or not x's shape.
+    """
+    where = f"the VJP of op '{t._op.name}' returned"
+    if not isinstance(gx, Tensor):
+        raise VJPError(f"backward: {where} {_kind(gx)} for its input {i} (shape {x.shape}), not a Tensor "
+                       f"or None{_TENSOR_OPS}")
+    lead = gx.ndim - x.ndim
+    if lead < 0 or any(n != m and n != 1 for n, m in zip(x.shape, gx.shape[lead:])):
+        raise VJPError(f"backward: {where} a gradient of shape {gx.shape} for its input {i}, which has shape "
+                       f"{x.shape}; a gradient must have its input's shape, or a shape that input broadcasts "
+                       f"to (backward sums it back)")
