@@ -39,10 +39,11 @@ import contextlib
 
 import numpy as np
 
-from ..modes import edits, enable_grad, is_grad_enabled, state
+from ..modes import enable_grad, is_grad_enabled, state
 from ..registry import Op
 from ..runtime import default_rng
 from ..tensor import Tensor
+from ..versions import writes
 from .backprop import grad, toposort
 
 
@@ -74,7 +75,7 @@ def checkpoint(fn, *inputs, preserve_rng_state: bool = True, rngs=()) -> Tensor:
                         generators=tuple(generators), states=states)
     node._scope = state.scope
     node._vjp_depth = state.vjp_depth
-    node._version = edits.count
+    node._made_at = writes.count  # backward refuses the node if one of its inputs is written after this
     return node
 
 
