@@ -28,11 +28,8 @@ import string
 import numpy as np
 
 from . import kernels
+from .kernels import GELU_CUBIC, GELU_SATURATED, INV_SQRT_2PI, SQRT_2_OVER_PI
 from .ops import _const, op, sample
-
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-_GELU_CUBIC = 0.044715
 
 
 @op()
@@ -65,8 +62,8 @@ class linear:
 def _gelu_gate_composite(x, approximate):
     """GELU's gate, the factor multiplying x: Phi(x) = (1 + erf(x / sqrt 2)) / 2, or GPT-2's tanh form."""
     if approximate == "tanh":  # (x clipped where the gate is flat, so that x**3 cannot overflow: kernels/)
-        x = x.clip(-kernels.GELU_SATURATED, kernels.GELU_SATURATED)
-        return 0.5 * (1.0 + (_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x)).tanh())
+        x = x.clip(-GELU_SATURATED, GELU_SATURATED)
+        return 0.5 * (1.0 + (SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x)).tanh())
     return 0.5 * (1.0 + (x * (1 / math.sqrt(2.0))).erf())
 
 
@@ -111,23 +108,23 @@ class gelu_grad:
     def vjp(u, out, x, g, *, approximate="none", saved=None):
         # d/dg is gelu' again (this op with u for g); d/dx needs the second derivative, written
         # out here (only for create_graph, so plain Tensor ops are fast enough).
-        xc = x.clip(-kernels.GELU_SATURATED, kernels.GELU_SATURATED)  # (0 beyond, where x**4 could overflow)
+        xc = x.clip(-GELU_SATURATED, GELU_SATURATED)  # (0 beyond, where x**4 could overflow)
         if approximate == "tanh":
-            t = (_SQRT_2_OVER_PI * (xc + _GELU_CUBIC * xc * xc * xc)).tanh()
-            du = _SQRT_2_OVER_PI * (1.0 + 3 * _GELU_CUBIC * xc * xc)
-            d2u = 6 * _SQRT_2_OVER_PI * _GELU_CUBIC * xc
+            t = (SQRT_2_OVER_PI * (xc + GELU_CUBIC * xc * xc * xc)).tanh()
+            du = SQRT_2_OVER_PI * (1.0 + 3 * GELU_CUBIC * xc * xc)
+            d2u = 6 * SQRT_2_OVER_PI * GELU_CUBIC * xc
             second = (1.0 - t * t) * (du + 0.5 * xc * (d2u - 2.0 * t * du * du))
         else:
-            second = (-0.5 * xc * xc).exp() * _INV_SQRT_2PI * (2.0 - xc * xc)
+            second = (-0.5 * xc * xc).exp() * INV_SQRT_2PI * (2.0 - xc * xc)
         return u * g * second, gelu_grad(x, u, approximate=approximate, saved=saved)
 
     def composite(x, g, *, approximate="none", saved=None):
         gate = _gelu_gate_composite(x, approximate)
         if approximate == "tanh":
-            x = x.clip(-kernels.GELU_SATURATED, kernels.GELU_SATURATED)  # (the gate's slope is 0 beyond)
-            du = _SQRT_2_OVER_PI * (1.0 + 3 * _GELU_CUBIC * x * x)  # d/dx of tanh's argument
+            x = x.clip(-GELU_SATURATED, GELU_SATURATED)  # (the gate's slope is 0 beyond)
+            du = SQRT_2_OVER_PI * (1.0 + 3 * GELU_CUBIC * x * x)  # d/dx of tanh's argument
             return g * gate * (1.0 + 2.0 * x * du * (1.0 - gate))  # gate' = 2 gate (1 - gate) du
-        return g * (gate + x * (-0.5 * x * x).exp() * _INV_SQRT_2PI)  # Phi(x) + x phi(x)
+        return g * (gate + x * (-0.5 * x * x).exp() * INV_SQRT_2PI)  # Phi(x) + x phi(x)
 
 
 @op()

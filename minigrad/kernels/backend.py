@@ -29,6 +29,8 @@ from __future__ import annotations
 import importlib.util
 import os
 
+from .kernel import KERNELS
+
 CHOICES = ("auto", "numpy", "fast")
 _chosen = {"kernels": "numpy", "blas": "numpy", "why": "not selected yet"}
 
@@ -42,8 +44,6 @@ def _requested() -> str:
 
 def select() -> None:
     """Give the kernels their compiled forms if the [fast] extra is installed and not switched off."""
-    from . import KERNELS
-
     requested = _requested()
     if requested == "numpy":
         _chosen.update(why="MINIGRAD_BACKEND=numpy")
@@ -76,7 +76,6 @@ def backend() -> dict:
     choice, "thread_pools": threadpoolctl's view of the loaded pools, plus numba's}``
     """
     from .. import runtime
-    from . import KERNELS
 
     forms = {name: getattr(k.active, "backend", "numpy") for name, k in KERNELS.items()}
     return {"backend": _chosen["kernels"], "gemm": _chosen["blas"], "why": _chosen["why"], "kernels": forms,

@@ -1,9 +1,8 @@
 """The [fast] backend's matrix products: Intel MKL's ``cblas_sgemm``, called through ctypes.
 
 Loaded by ``backend.py`` only where the PyPI ``mkl`` wheel is installed
-(x86-64 Linux: ``pip install -e '.[fast]'``). NumPy's OpenBLAS is a fine BLAS;
-MKL runs the mid-sized products of a small transformer's step (a few hundred
-rows and columns) faster on the same cores, and PyTorch's CPU build uses it.
+(x86-64 Linux: ``pip install -e '.[fast]'``). It is the BLAS PyTorch's CPU
+build uses, so a product costs here what it costs there.
 
 One call does the work:
 
@@ -12,13 +11,11 @@ One call does the work:
   as it lies, where NumPy would copy it first. A linear layer writes its
   bias into C first and asks for beta = 1, so the bias is added inside the
   GEMM instead of by a pass of its own.
-Attention's stacks of small per-head products stay with NumPy's batched
-matmul: MKL's batched call (``cblas_sgemm_batch_strided``) was measured slower
-for them on this project's machine (an AMD EPYC; see ``benchmarks/README.md``).
 
-Only float32 is sent to MKL (what training uses); everything else, and
-products too small to repay a ctypes call, go to NumPy's matmul.
-"""
+Attention's stacks of small per-head products stay with NumPy's batched
+matmul (what each path costs is in ``benchmarks/README.md``). Only float32 is
+sent to MKL (what training uses); everything else, and products too small to
+repay a ctypes call, go to NumPy's matmul."""
 
 from __future__ import annotations
 
@@ -28,7 +25,7 @@ import math
 import numpy as np
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
-_SMALL = 32 * 32 * 32  # m * n * k below this: NumPy's matmul (a ctypes call costs a few microseconds)
+_SMALL = 32 * 32 * 32  # m * n * k below this: NumPy's matmul (the ctypes call would cost more than it saves)
 _F32 = np.dtype(np.float32)
 
 _lib = None  # the loaded libmkl_rt
@@ -96,7 +93,7 @@ def matmul(a: np.ndarray, b: np.ndarray):
     if b.ndim == 2:  # (..., M, K) @ (K, N): the rows stacked into one product
         rows = a.reshape(math.prod(a.shape[:-1]), k)  # a view when a's rows are contiguous
         return gemm(rows, b).reshape(a.shape[:-1] + (n,))
-    return None  # stacks of small products (attention's heads): NumPy's batched matmul was quicker
+    return None  # stacks of small products (attention's heads): NumPy's batched matmul
 
 
 def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None):

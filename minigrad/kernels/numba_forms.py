@@ -2,7 +2,7 @@
 
 Loaded by ``backend.py`` only when numba is installed (``pip install -e '.[fast]'``)
 and ``MINIGRAD_BACKEND`` is not ``numpy``. Each function here is a third form
-of a kernel of ``kernels/__init__.py``, computing what its plain form computes;
+of a kernel of ``numpy_forms.py``, computing what its plain form computes;
 ``tests/engine/test_kernels.py`` holds it to the plain form on the same generated
 inputs as the NumPy form. Each handles float32 arrays whose rows are
 contiguous (what a training step hands it) and passes anything else to the
@@ -24,24 +24,23 @@ times slower, and a masked attention score (-inf) is half of a causal matrix.
 
 from __future__ import annotations
 
-import math
-
 import numba
 import numpy as np
 from numba import prange
 from numba.core import types
 from numba.extending import intrinsic
 
-from . import GELU_SATURATED
+from .numpy_forms import GELU_CUBIC, GELU_SATURATED, INV_SQRT_2PI, SQRT_2_OVER_PI
 
 _F32 = np.float32
 _LOG2E = _F32(1.4426950408889634)
 _LN2_HI = _F32(0.693145751953125)  # ln 2 split in two, so n * _LN2_HI is exact for |n| < 2^12
 _LN2_LO = _F32(1.428606765330187e-06)
-_SQRT_2_OVER_PI = _F32(math.sqrt(2.0 / math.pi))
-_GELU_CUBIC = _F32(0.044715)
+# GELU's constants (numpy_forms.py) as float32, so the loops stay in float32
+_SQRT_2_OVER_PI = _F32(SQRT_2_OVER_PI)
+_GELU_CUBIC = _F32(GELU_CUBIC)
 _GELU_SATURATED = _F32(GELU_SATURATED)  # x clipped to +-this in the gradient: x**2 stays finite
-_INV_SQRT_2PI = _F32(1.0 / math.sqrt(2.0 * math.pi))
+_INV_SQRT_2PI = _F32(INV_SQRT_2PI)
 
 jit = numba.njit(cache=True, fastmath=False, error_model="numpy")
 pjit = numba.njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
@@ -312,7 +311,8 @@ def make_forms(numpy_forms: dict) -> dict:
         scores = q @ k.swapaxes(-1, -2)  # (..., Tq, Tk)
         if not _ok(scores):
             return fallback("attention_weights")(q, k, bias, scale)
-        weights = np.empty_like(scores)  # (not in place: there LLVM cannot prove the rows apart, and does not vectorise)
+        # (not in place: there LLVM cannot prove the rows apart, and does not vectorise)
+        weights = np.empty_like(scores)
         if bias is None:
             _softmax_rows(_rows(scores), _rows(weights), _F32(scale))
         elif bias.shape == scores.shape[-bias.ndim:] and bias.flags.c_contiguous and bias.size:

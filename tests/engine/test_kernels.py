@@ -724,9 +724,9 @@ def test_gelu_passes_its_kept_gate_to_backward_and_checks_a_given_one():
 
 
 def test_erf_without_scipy_matches_math_erf_to_the_last_digits():
-    # NumPy has no erf; without SciPy minigrad evaluates two Chebyshev fits (kernels._erf_fits).
-    from minigrad.kernels import _erf_block as _erf_kernel
-    from minigrad.kernels import blockwise as _blockwise
+    # NumPy has no erf; without SciPy minigrad evaluates two Chebyshev fits (numpy_forms._erf_fits).
+    from minigrad.kernels.numpy_forms import _erf_block as _erf_kernel
+    from minigrad.kernels.numpy_forms import blockwise as _blockwise
 
     x = np.concatenate([np.linspace(-7, 7, BLOCK + 4321), [0.0, -0.0, 1e-300, 5e-324, 1.0, -1.0, 4.0, 6.0, 1e308]])
     expected = np.array([math.erf(v) for v in x])
