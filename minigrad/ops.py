@@ -495,6 +495,9 @@ class logsumexp:
     samples = _REDUCE + [sample((3, 4), axis=1, keepdims=True)]
 
     def forward(x, *, axis=None, keepdims=False):
+        if x.ndim == 0:  # as NumPy's sum: axis None, 0 or -1, reducing nothing; log(exp(x)) is x, +-inf and NaN too
+            np.sum(x, axis=axis)  # checks the axis
+            return np.array(x, dtype=x.dtype if x.dtype.kind == "f" else np.float64)
         if x.size == 0:  # no max to shift by; the log of an empty sum is -inf (as PyTorch)
             kept = np.sum(x, axis=axis, keepdims=True).shape  # (which also checks the axis)
             lse = np.full(kept, -np.inf, dtype=x.dtype if x.dtype.kind == "f" else np.float64)

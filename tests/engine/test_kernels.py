@@ -240,6 +240,29 @@ def test_out_of_range_axes_raise_as_numpy_does():
     np.testing.assert_array_equal(x.sum(axis=-2).data, np.full(4, 3.0))  # negative axes still work
 
 
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("value", [0.5, -3.0, np.inf, -np.inf, np.nan])
+def test_logsumexp_of_a_zero_d_tensor_takes_the_axes_sum_takes(value, dtype):
+    # A 0-d tensor has one value: its logsumexp over "axis 0" is that value, as PyTorch's dim=0 gives and as
+    # NumPy's sum takes axis 0 or -1 there. axis=(0,) and axis=1 are refused, as NumPy's sum refuses them.
+    for axis in (None, 0, -1, (0,), 1, (-1,)):
+        for keepdims in (False, True):
+            x = mg.tensor(np.array(value, dtype=dtype), requires_grad=True)
+            try:
+                np.sum(x.data, axis=axis, keepdims=keepdims)
+            except Exception:
+                with pytest.raises(mg.OpError, match="logsumexp: axis .* out of bounds"):
+                    x.logsumexp(axis=axis, keepdims=keepdims)
+                continue
+            out = x.logsumexp(axis=axis, keepdims=keepdims)
+            assert out.shape == () and out.dtype == dtype
+            np.testing.assert_array_equal(out.data, np.array(value, dtype))
+            with np.errstate(invalid="ignore"):  # (d/dx at +inf is exp(inf - inf): NaN, as in PyTorch)
+                out.backward()
+            expected_grad = {np.inf: np.nan, -np.inf: 0.0}.get(value, np.nan if np.isnan(value) else 1.0)
+            np.testing.assert_array_equal(x.grad.data, np.array(expected_grad, dtype))
+
 @covers("row_dot")
 @SETTINGS
 @given(data=st.data(), shape=shapes(min_dims=1))
