@@ -29,7 +29,9 @@ import numpy as np
 
 from . import kernels
 from .kernels import GELU_CUBIC, GELU_SATURATED, INV_SQRT_2PI, SQRT_2_OVER_PI
+from .modes import is_grad_enabled
 from .ops import _const, op, sample
+from .tensor import Tensor
 
 
 @op()
@@ -323,9 +325,8 @@ class cross_entropy:
     def forward(logits, targets, *, ignore_index=-100, reduction="mean"):
         _check_reduction(reduction)
         kept, safe = _target_rows(logits, targets, ignore_index)
-        shift = logits.max(axis=-1, keepdims=True)
-        lse = np.log(np.exp(logits - shift).sum(axis=-1)) + shift[:, 0]
-        losses = np.where(kept, lse - logits[np.arange(len(safe)), safe], 0).astype(logits.dtype)
+        rows = kernels.cross_entropy(logits, safe)  # = logsumexp(logits, axis=-1) - logits[r, safe[r]]
+        losses = np.where(kept, rows, 0).astype(logits.dtype)
         if reduction == "none":
             return losses
         if reduction == "sum":
@@ -334,11 +335,14 @@ class cross_entropy:
 
     def vjp(g, out, logits, targets, *, ignore_index=-100, reduction="mean"):
         kept, safe = _target_rows(logits.data, targets.data, ignore_index)
-        onehot = np.zeros(logits.shape, dtype=logits.dtype)
-        onehot[np.arange(len(safe)), safe] = 1
         weight = kept.astype(logits.dtype)
         if reduction == "mean":
             weight /= np.maximum(kept.sum(), 1)
+        if not is_grad_enabled():  # a first-order backward: no graph to record, so one kernel does it all
+            row_weight = np.broadcast_to(g.data, weight.shape) * weight  # (N,)
+            return Tensor._wrap(kernels.cross_entropy_grad(logits.data, safe, row_weight)), None  # = below
+        onehot = np.zeros(logits.shape, dtype=logits.dtype)
+        onehot[np.arange(len(safe)), safe] = 1
         row_grad = g.reshape(-1, 1) * _const(weight.reshape(-1, 1), g)  # (N, 1), or (1, 1) scaled
         return (logits.softmax(axis=-1) - _const(onehot, g)) * row_grad, None
 

@@ -20,7 +20,10 @@ from .numpy_forms import (
     GELU_SATURATED,
     INV_SQRT_2PI,
     SQRT_2_OVER_PI,
+    adam_update,
     attention_weights,
+    cross_entropy,
+    cross_entropy_grad,
     erf,
     gelu,
     gelu_gate,
@@ -41,9 +44,9 @@ from .numpy_forms import (
     sum,
 )
 
-__all__ = ["BLOCK", "GELU_CUBIC", "GELU_SATURATED", "INV_SQRT_2PI", "KERNELS", "SQRT_2_OVER_PI",
-           "attention_weights", "erf", "gelu", "gelu_gate", "gelu_grad", "kernel", "layer_norm_grad", "linear",
-           "matmul", "mean", "power", "rms_norm", "row_dot", "row_sum", "scatter_add", "softmax", "softmax_grad",
-           "stable_max", "standardise", "sum"]
+__all__ = ["BLOCK", "GELU_CUBIC", "GELU_SATURATED", "INV_SQRT_2PI", "KERNELS", "SQRT_2_OVER_PI", "adam_update",
+           "attention_weights", "cross_entropy", "cross_entropy_grad", "erf", "gelu", "gelu_gate", "gelu_grad",
+           "kernel", "layer_norm_grad", "linear", "matmul", "mean", "power", "rms_norm", "row_dot", "row_sum",
+           "scatter_add", "softmax", "softmax_grad", "stable_max", "standardise", "sum"]
 
 backend.select()

@@ -24,6 +24,8 @@ times slower, and a masked attention score (-inf) is half of a causal matrix.
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 from numba import prange
@@ -41,6 +43,11 @@ _SQRT_2_OVER_PI = _F32(SQRT_2_OVER_PI)
 _GELU_CUBIC = _F32(GELU_CUBIC)
 _GELU_SATURATED = _F32(GELU_SATURATED)  # x clipped to +-this in the gradient: x**2 stays finite
 _INV_SQRT_2PI = _F32(INV_SQRT_2PI)
+
+# Sizes (elements) below which a kernel's NumPy form runs instead: there the work is a few microseconds and the
+# compiled call costs as much. Only the Adam update has one; every other compiled form was the quicker down to
+# 16 elements (the measurements: benchmarks/README.md).
+NUMPY_BELOW = {"adam_update": 1024}
 
 jit = numba.njit(cache=True, fastmath=False, error_model="numpy")
 pjit = numba.njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
@@ -238,6 +245,61 @@ def _layer_norm_grad_rows(g, xhat, rstd, weight, out):
 
 
 # --------------------------------------------------------------------------------------
+# Cross-entropy and the Adam update
+# --------------------------------------------------------------------------------------
+
+
+@pjit
+def _cross_entropy_rows(x, targets, losses):
+    """losses[r] = log(sum(exp(x[r] - m))) + m - x[r, targets[r]], m the row max (as the plain form)."""
+    rows, n = x.shape
+    for r in prange(rows):
+        m = x[r, 0]
+        for j in range(1, n):
+            v = x[r, j]
+            m = v if v > m or v != v else m  # (NaN wins, as NumPy's max)
+        total = np.float64(0.0)
+        for j in range(n):
+            total += np.float64(_exp32(x[r, j] - m))
+        losses[r] = np.float32(np.log(total)) + m - x[r, targets[r]]
+
+
+@pjit
+def _cross_entropy_grad_rows(x, targets, row_weight, grad):
+    """grad[r] = (softmax(x[r]) - onehot(targets[r])) * row_weight[r], softmax as the softmax kernel's."""
+    rows, n = x.shape
+    for r in prange(rows):
+        m = _F32(-np.inf)
+        nan = False
+        for j in range(n):
+            v = x[r, j]
+            nan |= v != v
+            m = v if v > m else m
+        if nan or m == -np.inf:
+            m = _F32(0.0)
+        for j in range(n):
+            grad[r, j] = _exp32(x[r, j] - m)
+        total = np.float32(_row_total(grad, r))
+        if total == 0:
+            total = _F32(1.0)
+        w = row_weight[r]
+        for j in range(n):
+            grad[r, j] = (grad[r, j] / total) * w
+        grad[r, targets[r]] -= w
+
+
+@pjit
+def _adam_update_flat(p, g, m, v, decay, one_minus_beta1, beta2, one_minus_beta2, inv_correction2, eps, step_size):
+    for i in prange(p.size):
+        gi = g[i]
+        mi = m[i] + one_minus_beta1 * (gi - m[i])
+        vi = beta2 * v[i] + one_minus_beta2 * (gi * gi)
+        m[i] = mi
+        v[i] = vi
+        p[i] = p[i] * decay - step_size * (mi / (np.sqrt(vi) * inv_correction2 + eps))
+
+
+# --------------------------------------------------------------------------------------
 # The forms the kernels run: each takes the kernel's arguments, and hands what it
 # does not handle (float64, strided views, other axes, empty arrays) to the NumPy form
 # --------------------------------------------------------------------------------------
@@ -258,6 +320,11 @@ def _last_axis(axis, ndim: int) -> bool:
 def _packed(a):
     """A float32 array C-ordered (copied once if it is a strided view, as the NumPy forms copy it); else as is."""
     return np.ascontiguousarray(a) if isinstance(a, np.ndarray) and a.dtype == _F32 and a.ndim else a
+
+
+def _ids_ok(ids, rows: int) -> bool:
+    """One int64 class id per row, C-ordered: what the cross-entropy loops index with."""
+    return isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.shape == (rows,) and ids.flags.c_contiguous
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
@@ -343,9 +410,35 @@ def make_forms(numpy_forms: dict) -> dict:
         _layer_norm_grad_rows(_rows(g), _rows(xhat), _rows(rstd), w, _rows(out))
         return out
 
+    def cross_entropy(logits, targets):
+        logits = _packed(logits)
+        if not (_ok(logits) and logits.ndim == 2 and _ids_ok(targets, logits.shape[0])):
+            return fallback("cross_entropy")(logits, targets)
+        losses = np.empty(logits.shape[0], _F32)
+        _cross_entropy_rows(logits, targets, losses)
+        return losses
+
+    def cross_entropy_grad(logits, targets, row_weight):
+        logits = _packed(logits)
+        if not (_ok(logits, row_weight) and logits.ndim == 2 and row_weight.shape == logits.shape[:1]
+                and _ids_ok(targets, logits.shape[0])):
+            return fallback("cross_entropy_grad")(logits, targets, row_weight)
+        grad = np.empty_like(logits)
+        _cross_entropy_grad_rows(logits, targets, row_weight, grad)
+        return grad
+
+    def adam_update(p, g, m, v, lr, beta1, beta2, eps, step, decay=1.0):
+        if p.size < NUMPY_BELOW["adam_update"] or not (_ok(p, g, m, v) and p.shape == g.shape == m.shape == v.shape):
+            return fallback("adam_update")(p, g, m, v, lr, beta1, beta2, eps, step, decay)
+        _adam_update_flat(p.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1), _F32(decay), _F32(1 - beta1),
+                          _F32(beta2), _F32(1 - beta2), _F32(1 / math.sqrt(1 - beta2 ** step)), _F32(eps),
+                          _F32(lr / (1 - beta1 ** step)))
+        return None
+
     return {"gelu": gelu, "gelu_gate": gelu_gate, "gelu_grad": gelu_grad, "softmax": softmax,
             "softmax_grad": softmax_grad, "attention_weights": attention_weights, "standardise": standardise,
-            "layer_norm_grad": layer_norm_grad}
+            "layer_norm_grad": layer_norm_grad, "cross_entropy": cross_entropy,
+            "cross_entropy_grad": cross_entropy_grad, "adam_update": adam_update}
 
 
 def install(kernels: dict) -> None:

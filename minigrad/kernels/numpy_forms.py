@@ -652,3 +652,95 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
         return out * weight
     out *= weight
     return out
+
+
+# --------------------------------------------------------------------------------------
+# Cross-entropy
+# --------------------------------------------------------------------------------------
+
+
+def _cross_entropy_plain(logits, targets):
+    shift = logits.max(axis=-1, keepdims=True)
+    lse = np.log(np.exp(logits - shift).sum(axis=-1)) + shift[:, 0]
+    return lse - logits[np.arange(len(targets)), targets]
+
+
+@kernel(plain=_cross_entropy_plain)
+def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """``logsumexp(logits[r]) - logits[r, targets[r]]`` for each row r of (N, C) logits: (N,) losses.
+
+    The row max shifts exp (as in the plain form); exp is taken in place and the rows summed by ``row_sum``.
+    """
+    shift = logits.max(axis=-1, keepdims=True)  # (N, 1)
+    shifted = logits - shift  # (N, C), ours
+    total = row_sum(np.exp(shifted, out=shifted))  # (N,)
+    lse = np.log(total, out=total)
+    lse += shift[:, 0]
+    lse -= logits[np.arange(len(targets)), targets]
+    return lse
+
+
+def _cross_entropy_grad_plain(logits, targets, row_weight):
+    p = _softmax_plain(logits, axis=-1)
+    p[np.arange(len(targets)), targets] -= 1
+    return p * row_weight[:, None]
+
+
+@kernel(plain=_cross_entropy_grad_plain)
+def cross_entropy_grad(logits: np.ndarray, targets: np.ndarray, row_weight: np.ndarray) -> np.ndarray:
+    """``(softmax(logits) - onehot(targets)) * row_weight[:, None]``: cross-entropy's gradient for (N, C) logits.
+
+    ``row_weight`` (N,) is each row's share of the loss (1/kept rows for a mean, 0 for an ignored row,
+    times the gradient arriving at the loss). The softmax kernel's output is corrected at the targets in place.
+    """
+    p = softmax(logits, -1)  # (N, C), a fresh array
+    p[np.arange(len(targets)), targets] -= 1
+    if np.result_type(p, row_weight) != p.dtype:
+        return p * row_weight[:, None]
+    p *= row_weight[:, None]
+    return p
+
+
+# --------------------------------------------------------------------------------------
+# The Adam update
+# --------------------------------------------------------------------------------------
+
+
+def _adam_update_plain(p, g, m, v, lr, beta1, beta2, eps, step, decay=1.0):
+    p *= decay
+    m[...] = beta1 * m + (1 - beta1) * g
+    v[...] = beta2 * v + (1 - beta2) * g * g
+    m_hat = m / (1 - beta1 ** step)
+    v_hat = v / (1 - beta2 ** step)
+    p -= lr * m_hat / (np.sqrt(v_hat) + eps)
+
+
+@kernel(plain=_adam_update_plain)
+def adam_update(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, lr: float, beta1: float, beta2: float,
+                eps: float, step: int, decay: float = 1.0) -> None:
+    """One Adam step of the parameter ``p``, in place in p and its moments m and v (all of p's shape):
+
+    ``p *= decay`` (AdamW's decoupled decay; 1 for none), ``m = beta1 m + (1 - beta1) g``,
+    ``v = beta2 v + (1 - beta2) g**2``, ``p -= lr * m_hat / (sqrt(v_hat) + eps)`` with the bias-corrected
+    ``m_hat = m / (1 - beta1**step)``, ``v_hat = v / (1 - beta2**step)``. Python floats for the numbers keep
+    a float32 parameter in float32.
+
+    In place, through one scratch array: the update is a dozen passes over every parameter, and fresh
+    temporaries would make each one a trip to memory. The bias corrections are folded into a scalar step
+    size and the denominator; m's update is written as PyTorch's lerp, ``m + (1 - beta1) (g - m)``.
+    """
+    if decay != 1.0:
+        p *= decay
+    scratch = np.subtract(g, m, out=np.empty_like(m))  # (out=: a 0-d parameter's would be a scalar)
+    scratch *= 1 - beta1
+    m += scratch
+    v *= beta2
+    np.multiply(g, g, out=scratch)
+    scratch *= 1 - beta2
+    v += scratch
+    denom = np.sqrt(v, out=scratch)
+    denom *= 1 / math.sqrt(1 - beta2 ** step)
+    denom += eps
+    update = np.divide(m, denom, out=scratch)
+    update *= lr / (1 - beta1 ** step)
+    p -= update

@@ -172,6 +172,10 @@ def form(request, monkeypatch):
             pytest.skip(f"compiled forms of {', '.join(names) or 'no kernel'}: {why}")
         for name in compiled:
             monkeypatch.setattr(KERNELS[name], "fast", KERNELS[name].compiled)
+        from minigrad.kernels import numba_forms  # (loaded: a compiled form exists)
+
+        # Every drawn input through the compiled loops, small ones too; the thresholds have a test of their own.
+        monkeypatch.setattr(numba_forms, "NUMPY_BELOW", dict.fromkeys(numba_forms.NUMPY_BELOW, 0))
     return request.param
 
 
@@ -436,6 +440,90 @@ def test_softmax_grad(data, shape, scale):
     expected = reference(KERNELS["softmax_grad"].plain, out, g, axis, scale).astype(dtype)
     assert_close(got, expected, dtype, scale=np.abs(g.astype(np.float64)).max(initial=0), ulps=32)
 
+
+
+# --------------------------------------------------------------------------------------
+# Cross-entropy
+# --------------------------------------------------------------------------------------
+
+
+@st.composite
+def cross_entropy_inputs(draw):
+    """(logits (N, C), targets (N,) in range, row_weight (N,)): every dtype, layout and special value."""
+    rows, classes = draw(st.sampled_from([0, 1, 2, 5, 64, 1100])), draw(st.sampled_from([1, 2, 65, 300]))
+    logits = draw(arrays(shape=(rows, classes)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    targets = rng.integers(0, classes, rows).astype(draw(st.sampled_from([np.int64, np.int64, np.int32])))
+    row_weight = draw(arrays(shape=(rows,), dtype=logits.dtype, specials=False))
+    return logits, targets, row_weight
+
+
+@covers("cross_entropy", "cross_entropy_grad")
+@SETTINGS
+@given(inputs=cross_entropy_inputs())
+def test_cross_entropy_kernels(inputs):
+    logits, targets, row_weight = inputs
+    dtype = logits.dtype
+    with np.errstate(all="ignore"):
+        got = KERNELS["cross_entropy"].fast(logits, targets)
+        like = KERNELS["cross_entropy"].plain(logits, targets)  # (where exp overflows in float32)
+        expected = reference(KERNELS["cross_entropy"].plain, logits, targets)
+        scale = np.abs(logits.astype(np.float64)).max(axis=-1, initial=0) + math.log(logits.shape[1]) + 1
+    assert_close(got, expected.astype(dtype), dtype, scale=np.where(np.isfinite(scale), scale, 0), like=like)
+
+    with np.errstate(all="ignore"):
+        got = KERNELS["cross_entropy_grad"].fast(logits, targets, row_weight)
+        like = KERNELS["cross_entropy_grad"].plain(logits, targets, row_weight)
+        expected = reference(KERNELS["cross_entropy_grad"].plain, logits, targets, row_weight)
+    scale = np.abs(row_weight.astype(np.float64))[:, None]
+    assert_close(got, expected.astype(dtype), dtype, scale=scale, like=like)
+
+
+# --------------------------------------------------------------------------------------
+# The Adam update (in place in the parameter and its two moments)
+# --------------------------------------------------------------------------------------
+
+
+@covers("adam_update")
+@SETTINGS
+@given(data=st.data(), shape=st.one_of(shapes(), st.sampled_from([(1023,), (1024,), (33, 40), (4, 4096)])),
+       lr=st.sampled_from([1e-3, 0.1]), betas=st.sampled_from([(0.9, 0.999), (0.5, 0.9), (0.0, 0.0)]),
+       eps=st.sampled_from([1e-8, 1e-3]), step=st.sampled_from([1, 2, 1000]), decay=st.sampled_from([1.0, 0.999]))
+def test_adam_update(data, shape, lr, betas, eps, step, decay):
+    dtype = data.draw(FLOATS)
+    p, g, m = (data.draw(arrays(shape=shape, dtype=dtype, specials=False)) for _ in range(3))
+    v = data.draw(arrays(shape=shape, dtype=dtype, specials=False, positive=True))
+    p64, g64, m64, v64 = (a.astype(np.float64) for a in (p, g, m, v))
+    before = np.abs(p64) + np.abs(m64) + np.abs(g64)  # (for the tolerance)
+    with np.errstate(all="ignore"):
+        assert KERNELS["adam_update"].fast(p, g, m, v, lr, *betas, eps, step, decay) is None
+        KERNELS["adam_update"].plain(p64, g64, m64, v64, lr, *betas, eps, step, decay)
+        denom = np.sqrt(v64 / (1 - betas[1] ** step)) + eps
+        step_scale = lr / (1 - betas[0] ** step) * before / denom  # how far rounding in m and v can move p
+    for got, expected, scale in ((m, m64, before), (v, v64, v64 + g64 * g64), (p, p64, before + step_scale)):
+        assert got.dtype == dtype
+        assert_close(got, expected.astype(dtype), dtype, scale=scale, ulps=64)
+
+
+@pytest.mark.skipif(KERNELS["adam_update"].compiled is None, reason="no compiled forms (the [fast] extra)")
+def test_compiled_forms_leave_arrays_below_their_threshold_to_the_numpy_form(monkeypatch):
+    from minigrad.kernels import numba_forms
+
+    assert numba_forms.NUMPY_BELOW, "a threshold to test"
+    loops = []
+    monkeypatch.setattr(numba_forms, "_adam_update_flat",
+                        lambda *args, loop=numba_forms._adam_update_flat: loops.append(args[0].size) or loop(*args))
+    rng = np.random.default_rng(0)
+    threshold = numba_forms.NUMPY_BELOW["adam_update"]
+    for size in (threshold - 1, threshold, threshold + 1):
+        p, g, m = (rng.standard_normal(size).astype(np.float32) for _ in range(3))
+        v = np.abs(rng.standard_normal(size)).astype(np.float32)
+        numpy_p, numpy_m, numpy_v = p.copy(), m.copy(), v.copy()
+        KERNELS["adam_update"].compiled(p, g, m, v, 1e-3, 0.9, 0.999, 1e-8, 3, 0.999)
+        KERNELS["adam_update"].fast(numpy_p, g, numpy_m, numpy_v, 1e-3, 0.9, 0.999, 1e-8, 3, 0.999)
+        for got, expected in ((p, numpy_p), (m, numpy_m), (v, numpy_v)):  # the loop's float32 is NumPy's, exactly
+            np.testing.assert_array_equal(got, expected)
+    assert loops == [threshold, threshold + 1]
 
 # --------------------------------------------------------------------------------------
 # scatter_add (gather's backward)
