@@ -7,7 +7,9 @@ third form beside their NumPy and plain ones:
 * ``numba_forms.py``: compiled, multi-core loops for the elementwise passes
   (GELU and its gradient, layer norm and its gradient, softmax and its
   gradient, attention's softmax);
-* ``mkl_blas.py``: MKL's GEMMs for float32 matrix products and linear layers.
+* ``mkl_blas.py``: MKL's GEMMs for float32 matrix products and linear layers, each
+  product shape timed against NumPy's matmul the first time it is seen and given
+  to the quicker.
 
 Each compiled form computes what the kernel's plain form computes (the
 tests hold it to that on the same generated inputs as the NumPy form) and
@@ -72,11 +74,18 @@ def backend() -> dict:
     """What the kernels run on: which kernels have a compiled form, which BLAS, which thread pools.
 
     ``{"kernels": {name: "numba" | "mkl" | "numpy"}, "backend": "numpy" | "numba",
-    "gemm": "numpy" | "mkl (...)", "why": ..., "threads": the last ``set_threads``
+    "gemm": "numpy" | "mkl (...)", "why": ..., "gemm_by_shape": {product: "mkl" | "numpy"}, the path
+    measured quicker for each product shape seen so far, "threads": the last ``set_threads``
     choice, "thread_pools": threadpoolctl's view of the loaded pools, plus numba's}``
     """
     from .. import runtime
 
     forms = {name: getattr(k.active, "backend", "numpy") for name, k in KERNELS.items()}
+    by_shape = {}
+    if _chosen["blas"] != "numpy":
+        from . import mkl_blas
+
+        for key, choice in mkl_blas.chosen.items():
+            by_shape[mkl_blas.describe(key)] = choice
     return {"backend": _chosen["kernels"], "gemm": _chosen["blas"], "why": _chosen["why"], "kernels": forms,
-            "threads": runtime.thread_choice(), "thread_pools": runtime.thread_pools()}
+            "gemm_by_shape": by_shape, "threads": runtime.thread_choice(), "thread_pools": runtime.thread_pools()}

@@ -174,9 +174,19 @@ def form(request, monkeypatch):
             monkeypatch.setattr(KERNELS[name], "fast", KERNELS[name].compiled)
         from minigrad.kernels import numba_forms  # (loaded: a compiled form exists)
 
-        # Every drawn input through the compiled loops, small ones too; the thresholds have a test of their own.
+        # Every drawn input through the compiled loops, small ones too, and every product MKL takes through MKL
+        # (not the path measured quicker): the threshold and the measurement have tests of their own.
         monkeypatch.setattr(numba_forms, "NUMPY_BELOW", dict.fromkeys(numba_forms.NUMPY_BELOW, 0))
+        if KERNELS["matmul"].compiled is not None:
+            from minigrad.kernels import mkl_blas
+
+            monkeypatch.setattr(mkl_blas, "chosen", _AlwaysMKL())
     return request.param
+
+
+class _AlwaysMKL(dict):
+    def get(self, key, default=None):
+        return "mkl"
 
 
 # --------------------------------------------------------------------------------------
@@ -334,6 +344,44 @@ def test_linear(data, lead, n_in, n_out, with_bias):
     assert got.shape == expected.shape == lead + (n_out,) and got.dtype == dtype
     np.testing.assert_allclose(got, expected, rtol=0, atol=64 * EPS[np.dtype(dtype)] * scale + 1e-300)
 
+
+
+@pytest.mark.skipif(KERNELS["matmul"].compiled is None, reason="no MKL (the [fast] extra, on x86-64 Linux)")
+def test_each_product_shape_takes_the_path_measured_quicker_the_first_time_it_is_seen(monkeypatch):
+    from minigrad.kernels import mkl_blas
+
+    # A fake clock: one tick per reading, plus what each MKL GEMM "costs" for its number of columns.
+    clock, mkl_cost, gemms = [0.0], {128: 10.0, 512: -0.5}, []
+    monkeypatch.setattr(mkl_blas.time, "perf_counter", lambda: clock.__setitem__(0, clock[0] + 1) or clock[0])
+
+    def timed_gemm(a, b, *args, gemm=mkl_blas.gemm, **kwargs):
+        gemms.append(b.shape)
+        clock[0] += mkl_cost[b.shape[1]]
+        return gemm(a, b, *args, **kwargs)
+
+    monkeypatch.setattr(mkl_blas, "gemm", timed_gemm)
+    monkeypatch.setattr(mkl_blas, "chosen", {})
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((1000, 64)).astype(np.float32)
+    for n, quicker in ((128, "numpy"), (512, "mkl")):
+        b = rng.standard_normal((64, n)).astype(np.float32)
+        for form in ("matmul", "linear"):
+            operands = (a, b) if form == "matmul" else (a, np.ascontiguousarray(b.T))
+            gemms.clear()
+            first = KERNELS[form].compiled(*operands)  # measured: each path run TRIES times
+            assert len(gemms) == mkl_blas.TRIES
+            again = KERNELS[form].compiled(*operands)
+            fewer_rows = KERNELS[form].compiled(operands[0][:700], operands[1])  # (<= 1024 rows: the same key)
+            assert len(gemms) == mkl_blas.TRIES + 2 * (quicker == "mkl")
+            for got in (first, again):
+                np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+            np.testing.assert_allclose(fewer_rows, a[:700] @ b, rtol=1e-4, atol=1e-4)
+    assert sorted(mkl_blas.chosen.values()) == ["mkl", "mkl", "numpy", "numpy"]
+    assert sorted(mg.backend()["gemm_by_shape"].items()) == [
+        ("linear (<=1024, 64) [C] @ weight.T (64, 128) [F]", "numpy"),
+        ("linear (<=1024, 64) [C] @ weight.T (64, 512) [F]", "mkl"),
+        ("matmul (<=1024, 64) [C] @ b (64, 128) [C]", "numpy"),
+        ("matmul (<=1024, 64) [C] @ b (64, 512) [C]", "mkl")]
 
 # --------------------------------------------------------------------------------------
 # Softmax and attention
