@@ -288,9 +288,12 @@ def _cross_entropy_grad_rows(x, targets, row_weight, grad):
         grad[r, targets[r]] -= w
 
 
-@pjit
+@jit
 def _adam_update_flat(p, g, m, v, decay, one_minus_beta1, beta2, one_minus_beta2, inv_correction2, eps, step_size):
-    for i in prange(p.size):
+    """The whole update in one pass over p, g, m and v (NumPy's form makes a dozen). On one thread: it is
+    called once per parameter, and a parallel loop's start (waking the pool, waiting for each thread)
+    costs more than the pass itself unless every core is idle."""
+    for i in range(p.size):
         gi = g[i]
         mi = m[i] + one_minus_beta1 * (gi - m[i])
         vi = beta2 * v[i] + one_minus_beta2 * (gi * gi)
