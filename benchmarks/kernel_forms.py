@@ -9,9 +9,10 @@ compiled form and each size, the two forms are called in turn, round after
 round (``_util.interleave``), on float32 arrays of ``size`` elements shaped as a
 training step hands them ((rows, 64) activations, (rows, 65) logits, flat
 parameters); the table gives the median microseconds per call and the ratio
-compiled / NumPy. ``numba_forms.NUMPY_BELOW`` (the sizes below which a kernel's
-NumPy form runs) is set to 0 here, so every size times the compiled loop: this
-is the measurement the thresholds come from.
+compiled / NumPy. ``numba_forms.NUMPY_BELOW`` (the size below which a parallel
+form hands the call to the NumPy form) is set to 0 here, so every size times
+the compiled loop: this is the measurement the threshold comes from. Run it at
+2 threads on an idle machine and on a busy one: the difference is the point.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def main() -> None:
         raise SystemExit(f"no compiled forms to measure: {mg.backend()['why']}")
     from minigrad.kernels import numba_forms
 
-    numba_forms.NUMPY_BELOW = dict.fromkeys(numba_forms.NUMPY_BELOW, 0)
+    numba_forms.NUMPY_BELOW = 0  # (read at each call: every size times the compiled loop)
     rounds, sizes = (3, SIZES[:2]) if args.quick else (args.rounds, SIZES)
     before = _util.load_average()
     rows = []

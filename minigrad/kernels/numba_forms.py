@@ -44,10 +44,12 @@ _GELU_CUBIC = _F32(GELU_CUBIC)
 _GELU_SATURATED = _F32(GELU_SATURATED)  # x clipped to +-this in the gradient: x**2 stays finite
 _INV_SQRT_2PI = _F32(INV_SQRT_2PI)
 
-# Sizes (elements) below which a kernel's NumPy form runs instead: there the work is a few microseconds and the
-# compiled call costs as much. Only the Adam update has one; every other compiled form was the quicker down to
-# 16 elements (the measurements: benchmarks/README.md).
-NUMPY_BELOW = {"adam_update": 1024}
+# Below this many elements (in its first argument) a parallel form hands the call to the NumPy form. On idle
+# cores a parallel loop is the quicker down to 16 elements, but it waits for every thread of the pool, and on a
+# busy machine a thread can wait a scheduler's time slice (milliseconds) where NumPy's form of a small array
+# takes microseconds; above this the work repays the risk. (The measurements: benchmarks/README.md.)
+NUMPY_BELOW = 4096
+SERIAL = {"adam_update"}  # forms without a parallel loop: they never wait for a pool, so no threshold
 
 jit = numba.njit(cache=True, fastmath=False, error_model="numpy")
 pjit = numba.njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
@@ -250,18 +252,18 @@ def _layer_norm_grad_rows(g, xhat, rstd, weight, out):
 
 
 @pjit
-def _cross_entropy_rows(x, targets, losses):
-    """losses[r] = log(sum(exp(x[r] - m))) + m - x[r, targets[r]], m the row max (as the plain form)."""
+def _cross_entropy_rows(x, targets, scratch, losses):
+    """losses[r] = log(sum(exp(x[r] - m))) + m - x[r, targets[r]], m the row max (as the plain form); the
+    exps go through ``scratch`` so that their sum is ``_row_total``'s vectorised one."""
     rows, n = x.shape
     for r in prange(rows):
         m = x[r, 0]
         for j in range(1, n):
             v = x[r, j]
             m = v if v > m or v != v else m  # (NaN wins, as NumPy's max)
-        total = np.float64(0.0)
         for j in range(n):
-            total += np.float64(_exp32(x[r, j] - m))
-        losses[r] = np.float32(np.log(total)) + m - x[r, targets[r]]
+            scratch[r, j] = _exp32(x[r, j] - m)
+        losses[r] = np.float32(np.log(_row_total(scratch, r))) + m - x[r, targets[r]]
 
 
 @pjit
@@ -418,7 +420,7 @@ def make_forms(numpy_forms: dict) -> dict:
         if not (_ok(logits) and logits.ndim == 2 and _ids_ok(targets, logits.shape[0])):
             return fallback("cross_entropy")(logits, targets)
         losses = np.empty(logits.shape[0], _F32)
-        _cross_entropy_rows(logits, targets, losses)
+        _cross_entropy_rows(logits, targets, np.empty_like(logits), losses)
         return losses
 
     def cross_entropy_grad(logits, targets, row_weight):
@@ -431,7 +433,7 @@ def make_forms(numpy_forms: dict) -> dict:
         return grad
 
     def adam_update(p, g, m, v, lr, beta1, beta2, eps, step, decay=1.0):
-        if p.size < NUMPY_BELOW["adam_update"] or not (_ok(p, g, m, v) and p.shape == g.shape == m.shape == v.shape):
+        if not (_ok(p, g, m, v) and p.shape == g.shape == m.shape == v.shape):
             return fallback("adam_update")(p, g, m, v, lr, beta1, beta2, eps, step, decay)
         _adam_update_flat(p.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1), _F32(decay), _F32(1 - beta1),
                           _F32(beta2), _F32(1 - beta2), _F32(1 / math.sqrt(1 - beta2 ** step)), _F32(eps),
@@ -444,10 +446,23 @@ def make_forms(numpy_forms: dict) -> dict:
             "cross_entropy_grad": cross_entropy_grad, "adam_update": adam_update}
 
 
+def _numpy_when_small(form, numpy_form):
+    """``form``, except that arrays under ``NUMPY_BELOW`` elements go to ``numpy_form``."""
+
+    def run(*args, **kwargs):
+        if isinstance(args[0], np.ndarray) and args[0].size < NUMPY_BELOW:
+            return numpy_form(*args, **kwargs)
+        return form(*args, **kwargs)
+
+    return run
+
+
 def install(kernels: dict) -> None:
     """Make each compiled form its kernel's ``.compiled`` and ``.active`` form."""
     numpy_forms = {name: k.fast for name, k in kernels.items()}
     for name, form in make_forms(numpy_forms).items():
+        if name not in SERIAL:
+            form = _numpy_when_small(form, numpy_forms[name])
         form.__name__ = form.__qualname__ = name
         form.__doc__ = f"{name}, compiled by numba where it can be (see {__name__}); else its NumPy form."
         form.backend = "numba"

@@ -176,7 +176,7 @@ def form(request, monkeypatch):
 
         # Every drawn input through the compiled loops, small ones too, and every product MKL takes through MKL
         # (not the path measured quicker): the threshold and the measurement have tests of their own.
-        monkeypatch.setattr(numba_forms, "NUMPY_BELOW", dict.fromkeys(numba_forms.NUMPY_BELOW, 0))
+        monkeypatch.setattr(numba_forms, "NUMPY_BELOW", 0)
         if KERNELS["matmul"].compiled is not None:
             from minigrad.kernels import mkl_blas
 
@@ -553,25 +553,30 @@ def test_adam_update(data, shape, lr, betas, eps, step, decay):
         assert_close(got, expected.astype(dtype), dtype, scale=scale, ulps=64)
 
 
-@pytest.mark.skipif(KERNELS["adam_update"].compiled is None, reason="no compiled forms (the [fast] extra)")
-def test_compiled_forms_leave_arrays_below_their_threshold_to_the_numpy_form(monkeypatch):
+@pytest.mark.skipif(KERNELS["gelu"].compiled is None, reason="no compiled forms (the [fast] extra)")
+def test_parallel_compiled_forms_leave_arrays_below_the_threshold_to_the_numpy_form(monkeypatch):
     from minigrad.kernels import numba_forms
 
-    assert numba_forms.NUMPY_BELOW, "a threshold to test"
     loops = []
-    monkeypatch.setattr(numba_forms, "_adam_update_flat",
-                        lambda *args, loop=numba_forms._adam_update_flat: loops.append(args[0].size) or loop(*args))
-    rng = np.random.default_rng(0)
-    threshold = numba_forms.NUMPY_BELOW["adam_update"]
+    monkeypatch.setattr(numba_forms, "_gelu_tanh",
+                        lambda x, *outs, loop=numba_forms._gelu_tanh: loops.append(x.size) or loop(x, *outs))
+    threshold = numba_forms.NUMPY_BELOW
     for size in (threshold - 1, threshold, threshold + 1):
-        p, g, m = (rng.standard_normal(size).astype(np.float32) for _ in range(3))
-        v = np.abs(rng.standard_normal(size)).astype(np.float32)
-        numpy_p, numpy_m, numpy_v = p.copy(), m.copy(), v.copy()
-        KERNELS["adam_update"].compiled(p, g, m, v, 1e-3, 0.9, 0.999, 1e-8, 3, 0.999)
-        KERNELS["adam_update"].fast(numpy_p, g, numpy_m, numpy_v, 1e-3, 0.9, 0.999, 1e-8, 3, 0.999)
-        for got, expected in ((p, numpy_p), (m, numpy_m), (v, numpy_v)):  # the loop's float32 is NumPy's, exactly
-            np.testing.assert_array_equal(got, expected)
+        x = np.random.default_rng(size).standard_normal(size).astype(np.float32)
+        out, gate = KERNELS["gelu"].compiled(x, "tanh")
+        if size < threshold:  # the NumPy form's own numbers
+            for got, expected in zip((out, gate), KERNELS["gelu"].fast(x, "tanh")):
+                np.testing.assert_array_equal(got, expected)
+        else:
+            expected_out, expected_gate = reference(KERNELS["gelu"].plain, x, "tanh")
+            assert_close(gate, expected_gate.astype(np.float32), np.float32, ulps=64)  # (as test_gelu_kernels)
+            assert_close(out, expected_out.astype(np.float32), np.float32, scale=np.abs(x), ulps=64)
     assert loops == [threshold, threshold + 1]
+    assert numba_forms.SERIAL == {"adam_update"}  # (the one form with no parallel loop, and no threshold)
+    p = np.ones(16, np.float32)
+    monkeypatch.setattr(numba_forms, "_adam_update_flat", lambda p, *rest: loops.append(p.size))
+    KERNELS["adam_update"].compiled(p, p.copy(), p.copy(), p.copy(), 1e-3, 0.9, 0.999, 1e-8, 1)
+    assert loops[-1] == 16
 
 # --------------------------------------------------------------------------------------
 # scatter_add (gather's backward)
