@@ -4,9 +4,10 @@
 When they are installed, importing ``minigrad.kernels`` gives some kernels a
 third form beside their NumPy and plain ones:
 
-* ``numba_forms.py``: compiled, multi-core loops for the elementwise passes
+* ``numba_forms.py``: compiled loops for the elementwise passes, multi-core
   (GELU and its gradient, layer norm and its gradient, softmax and its
-  gradient, attention's softmax);
+  gradient, attention's softmax, cross-entropy and its gradient) but for the
+  Adam update, one pass per parameter on one thread;
 * ``mkl_blas.py``: MKL's GEMMs for float32 matrix products and linear layers, each
   product shape timed against NumPy's matmul the first time it is seen and given
   to the quicker.

@@ -15,7 +15,10 @@ One call does the work:
 Attention's stacks of small per-head products stay with NumPy's batched
 matmul (what each path costs is in ``benchmarks/README.md``). Only float32 is
 sent to MKL (what training uses); everything else, and products too small to
-repay a ctypes call, go to NumPy's matmul."""
+repay a ctypes call, go to NumPy's matmul. Of the rest, each shape goes to
+whichever of MKL and NumPy's matmul was the quicker when it was first seen:
+both are timed then (``_quicker``), since which BLAS wins depends on the CPU,
+the shape, the layouts and the threads, not on a rule that holds everywhere."""
 
 from __future__ import annotations
 
@@ -137,15 +140,13 @@ def _key(name: str, a: np.ndarray, b: np.ndarray, bias) -> tuple:
 
 
 def describe(key: tuple) -> str:
-    """A shape key in words, for ``minigrad.backend()``: "linear (<=1024, 128) @ (128, 512) + bias"."""
+    """A shape key in words, for ``minigrad.backend()``: "linear (<=1024, 128) [C] @ weight.T (128, 512) [F] + bias"
+    (rows up to 1024; C: rows contiguous, F: columns contiguous, strided: copied first)."""
     name, rows, k, n, a_layout, b_layout, bias = key
-
-    def word(lay):  # (flag, ld) from _layout, None (to be copied), or a stack's C-contiguity
-        return {True: "C", False: "strided", None: "strided"}[lay] if not isinstance(lay, tuple) else \
-            ("C" if lay[0] == _NO_TRANS else "F")
-
+    a_word, b_word = (("C" if lay[0] == _NO_TRANS else "F") if isinstance(lay, tuple) else "C" if lay else "strided"
+                      for lay in (a_layout, b_layout))
     b_name = "b" if name == "matmul" else "weight.T"
-    return f"{name} (<={rows}, {k}) [{word(a_layout)}] @ {b_name} ({k}, {n}) [{word(b_layout)}]{' + bias' * bias}"
+    return f"{name} (<={rows}, {k}) [{a_word}] @ {b_name} ({k}, {n}) [{b_word}]{' + bias' * bias}"
 
 
 def _quicker(key: tuple, on_mkl, on_numpy):

@@ -1,4 +1,4 @@
-"""The [fast] backend's compiled forms of the elementwise kernels: numba loops, parallel over rows.
+"""The [fast] backend's compiled forms of the elementwise kernels: numba loops, most parallel over rows.
 
 Loaded by ``backend.py`` only when numba is installed (``pip install -e '.[fast]'``)
 and ``MINIGRAD_BACKEND`` is not ``numpy``. Each function here is a third form
@@ -6,7 +6,8 @@ of a kernel of ``numpy_forms.py``, computing what its plain form computes;
 ``tests/engine/test_kernels.py`` holds it to the plain form on the same generated
 inputs as the NumPy form. Each handles float32 arrays whose rows are
 contiguous (what a training step hands it) and passes anything else to the
-kernel's NumPy form.
+kernel's NumPy form, as the parallel ones do with arrays under ``NUMPY_BELOW``
+elements.
 
 Why it is faster: NumPy makes one pass over memory per operation of a
 formula, each writing a fresh array; a compiled loop does the whole formula
