@@ -28,11 +28,10 @@ import string
 import numpy as np
 
 from . import kernels
+from .kernels import GELU_CUBIC, GELU_SATURATED, INV_SQRT_2PI, SQRT_2_OVER_PI
+from .modes import is_grad_enabled
 from .ops import _const, op, sample
-
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-_GELU_CUBIC = 0.044715
+from .tensor import Tensor
 
 
 @op()
@@ -65,8 +64,8 @@ class linear:
 def _gelu_gate_composite(x, approximate):
     """GELU's gate, the factor multiplying x: Phi(x) = (1 + erf(x / sqrt 2)) / 2, or GPT-2's tanh form."""
     if approximate == "tanh":  # (x clipped where the gate is flat, so that x**3 cannot overflow: kernels/)
-        x = x.clip(-kernels.GELU_SATURATED, kernels.GELU_SATURATED)
-        return 0.5 * (1.0 + (_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x)).tanh())
+        x = x.clip(-GELU_SATURATED, GELU_SATURATED)
+        return 0.5 * (1.0 + (SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x)).tanh())
     return 0.5 * (1.0 + (x * (1 / math.sqrt(2.0))).erf())
 
 
@@ -111,23 +110,23 @@ class gelu_grad:
     def vjp(u, out, x, g, *, approximate="none", saved=None):
         # d/dg is gelu' again (this op with u for g); d/dx needs the second derivative, written
         # out here (only for create_graph, so plain Tensor ops are fast enough).
-        xc = x.clip(-kernels.GELU_SATURATED, kernels.GELU_SATURATED)  # (0 beyond, where x**4 could overflow)
+        xc = x.clip(-GELU_SATURATED, GELU_SATURATED)  # (0 beyond, where x**4 could overflow)
         if approximate == "tanh":
-            t = (_SQRT_2_OVER_PI * (xc + _GELU_CUBIC * xc * xc * xc)).tanh()
-            du = _SQRT_2_OVER_PI * (1.0 + 3 * _GELU_CUBIC * xc * xc)
-            d2u = 6 * _SQRT_2_OVER_PI * _GELU_CUBIC * xc
+            t = (SQRT_2_OVER_PI * (xc + GELU_CUBIC * xc * xc * xc)).tanh()
+            du = SQRT_2_OVER_PI * (1.0 + 3 * GELU_CUBIC * xc * xc)
+            d2u = 6 * SQRT_2_OVER_PI * GELU_CUBIC * xc
             second = (1.0 - t * t) * (du + 0.5 * xc * (d2u - 2.0 * t * du * du))
         else:
-            second = (-0.5 * xc * xc).exp() * _INV_SQRT_2PI * (2.0 - xc * xc)
+            second = (-0.5 * xc * xc).exp() * INV_SQRT_2PI * (2.0 - xc * xc)
         return u * g * second, gelu_grad(x, u, approximate=approximate, saved=saved)
 
     def composite(x, g, *, approximate="none", saved=None):
         gate = _gelu_gate_composite(x, approximate)
         if approximate == "tanh":
-            x = x.clip(-kernels.GELU_SATURATED, kernels.GELU_SATURATED)  # (the gate's slope is 0 beyond)
-            du = _SQRT_2_OVER_PI * (1.0 + 3 * _GELU_CUBIC * x * x)  # d/dx of tanh's argument
+            x = x.clip(-GELU_SATURATED, GELU_SATURATED)  # (the gate's slope is 0 beyond)
+            du = SQRT_2_OVER_PI * (1.0 + 3 * GELU_CUBIC * x * x)  # d/dx of tanh's argument
             return g * gate * (1.0 + 2.0 * x * du * (1.0 - gate))  # gate' = 2 gate (1 - gate) du
-        return g * (gate + x * (-0.5 * x * x).exp() * _INV_SQRT_2PI)  # Phi(x) + x phi(x)
+        return g * (gate + x * (-0.5 * x * x).exp() * INV_SQRT_2PI)  # Phi(x) + x phi(x)
 
 
 @op()
@@ -333,9 +332,8 @@ class cross_entropy:
         _check_reduction(reduction)
         _check_targets(logits, targets, ignore_index)
         kept, safe = _target_rows(targets, ignore_index)
-        shift = logits.max(axis=-1, keepdims=True)
-        lse = np.log(np.exp(logits - shift).sum(axis=-1)) + shift[:, 0]
-        losses = np.where(kept, lse - logits[np.arange(len(safe)), safe], 0).astype(logits.dtype)
+        rows = kernels.cross_entropy(logits, safe)  # = logsumexp(logits, axis=-1) - logits[r, safe[r]]
+        losses = np.where(kept, rows, 0).astype(logits.dtype)
         if reduction == "none":
             return losses
         if reduction == "sum":
@@ -344,11 +342,14 @@ class cross_entropy:
 
     def vjp(g, out, logits, targets, *, ignore_index=-100, reduction="mean"):
         kept, safe = _target_rows(targets.data, ignore_index)  # (checked by the forward)
-        onehot = np.zeros(logits.shape, dtype=logits.dtype)
-        onehot[np.arange(len(safe)), safe] = 1
         weight = kept.astype(logits.dtype)
         if reduction == "mean":
             weight /= np.maximum(kept.sum(), 1)
+        if not is_grad_enabled():  # a first-order backward: no graph to record, so one kernel does it all
+            row_weight = np.broadcast_to(g.data, weight.shape) * weight  # (N,)
+            return Tensor._wrap(kernels.cross_entropy_grad(logits.data, safe, row_weight)), None  # = below
+        onehot = np.zeros(logits.shape, dtype=logits.dtype)
+        onehot[np.arange(len(safe)), safe] = 1
         row_grad = g.reshape(-1, 1) * _const(weight.reshape(-1, 1), g)  # (N, 1), or (1, 1) scaled
         return (logits.softmax(axis=-1) - _const(onehot, g)) * row_grad, None
 

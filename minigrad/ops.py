@@ -520,23 +520,20 @@ class min:
         return _extreme_vjp(g, out, x, axis, keepdims)
 
 
-def _stable_max(x: np.ndarray, axis) -> np.ndarray:
-    """x's max over ``axis`` (kept) to shift exp by; 0 for a row that is all -inf, so x - max stays finite."""
-    m = x.max(axis=axis, keepdims=True)
-    return np.where(np.isneginf(m) | np.isnan(m), 0, m).astype(x.dtype, copy=False)  # (+inf stays: see softmax)
-
-
 @op(method="logsumexp")
 class logsumexp:
     """log(sum(exp(x))) over ``axis``, shifted by the max so large inputs cannot overflow."""
     samples = _REDUCE + [sample((3, 4), axis=1, keepdims=True)]
 
     def forward(x, *, axis=None, keepdims=False):
+        if x.ndim == 0:  # as NumPy's sum: axis None, 0 or -1, reducing nothing; log(exp(x)) is x, +-inf and NaN too
+            np.sum(x, axis=axis)  # checks the axis
+            return np.array(x, dtype=x.dtype if x.dtype.kind == "f" else np.float64)
         if x.size == 0:  # no max to shift by; the log of an empty sum is -inf (as PyTorch)
             kept = np.sum(x, axis=axis, keepdims=True).shape  # (which also checks the axis)
             lse = np.full(kept, -np.inf, dtype=x.dtype if x.dtype.kind == "f" else np.float64)
             return lse if keepdims else lse.reshape(np.delete(x.shape, _axes(axis, x.ndim)))
-        m = _stable_max(x, axis)
+        m = kernels.stable_max(x, axis)
         with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf for a row that is all -inf
             lse = np.log(np.exp(x - m).sum(axis=axis, keepdims=True)) + m
         if np.isposinf(m).any():  # a row holding +inf: its sum is +inf (x - m would be inf - inf = NaN)
@@ -584,7 +581,7 @@ class log_softmax:
         if x.size == 0:  # nothing to normalise (and no max to shift by)
             np.sum(x, axis=axis)  # checks the axis
             return x.astype(np.result_type(x, np.float32))
-        shifted = x - _stable_max(x, axis)
+        shifted = x - kernels.stable_max(x, axis)
         total = np.exp(shifted).sum(axis=axis, keepdims=True)
         # A row that is all -inf stays -inf (log 1 = 0 is subtracted), instead of -inf - -inf = NaN.
         return shifted - np.log(np.where(total == 0, 1, total))

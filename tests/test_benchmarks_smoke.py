@@ -278,3 +278,13 @@ def test_lesson_times_reports_wall_time_machine_and_load():
     charlm = find_row(out, "python -m demos.train_charlm (GPT)")
     assert charlm is not None and "(estimated)" in charlm[1] and "3 of 1600 steps" in charlm[2]
     assert float(charlm[3]) >= 0 and "/" in charlm[4] and charlm[5] != "(not printed)"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numba") is None or os.environ.get("MINIGRAD_BACKEND") == "numpy",
+                    reason="needs the [fast] extra's compiled forms")
+def test_kernel_forms_times_every_compiled_form_against_its_numpy_form():
+    out = run("benchmarks.kernel_forms", "--quick")
+    for name in ("gelu", "standardise", "softmax", "cross_entropy", "cross_entropy_grad", "adam_update"):
+        row = table_row(out, name)
+        numpy_us, compiled_us, ratio = (number(c) for c in row[2:5])
+        assert numpy_us > 0 and compiled_us > 0 and ratio > 0

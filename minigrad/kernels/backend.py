@@ -4,10 +4,13 @@
 When they are installed, importing ``minigrad.kernels`` gives some kernels a
 third form beside their NumPy and plain ones:
 
-* ``numba_forms.py``: compiled, multi-core loops for the elementwise passes
+* ``numba_forms.py``: compiled loops for the elementwise passes, multi-core
   (GELU and its gradient, layer norm and its gradient, softmax and its
-  gradient, attention's softmax);
-* ``mkl_blas.py``: MKL's GEMMs for float32 matrix products and linear layers.
+  gradient, attention's softmax, cross-entropy and its gradient) but for the
+  Adam update, one pass per parameter on one thread;
+* ``mkl_blas.py``: MKL's GEMMs for float32 matrix products and linear layers, each
+  product shape timed against NumPy's matmul the first time it is seen and given
+  to the quicker.
 
 Each compiled form computes what the kernel's plain form computes (the
 tests hold it to that on the same generated inputs as the NumPy form) and
@@ -29,6 +32,8 @@ from __future__ import annotations
 import importlib.util
 import os
 
+from .kernel import KERNELS
+
 CHOICES = ("auto", "numpy", "fast")
 _chosen = {"kernels": "numpy", "blas": "numpy", "why": "not selected yet"}
 
@@ -42,8 +47,6 @@ def _requested() -> str:
 
 def select() -> None:
     """Give the kernels their compiled forms if the [fast] extra is installed and not switched off."""
-    from . import KERNELS
-
     requested = _requested()
     if requested == "numpy":
         _chosen.update(why="MINIGRAD_BACKEND=numpy")
@@ -72,12 +75,18 @@ def backend() -> dict:
     """What the kernels run on: which kernels have a compiled form, which BLAS, which thread pools.
 
     ``{"kernels": {name: "numba" | "mkl" | "numpy"}, "backend": "numpy" | "numba",
-    "gemm": "numpy" | "mkl (...)", "why": ..., "threads": the last ``set_threads``
+    "gemm": "numpy" | "mkl (...)", "why": ..., "gemm_by_shape": {product: "mkl" | "numpy"}, the path
+    measured quicker for each product shape seen so far, "threads": the last ``set_threads``
     choice, "thread_pools": threadpoolctl's view of the loaded pools, plus numba's}``
     """
     from .. import runtime
-    from . import KERNELS
 
     forms = {name: getattr(k.active, "backend", "numpy") for name, k in KERNELS.items()}
+    by_shape = {}
+    if _chosen["blas"] != "numpy":
+        from . import mkl_blas
+
+        for key, choice in mkl_blas.chosen.items():
+            by_shape[mkl_blas.describe(key)] = choice
     return {"backend": _chosen["kernels"], "gemm": _chosen["blas"], "why": _chosen["why"], "kernels": forms,
-            "threads": runtime.thread_choice(), "thread_pools": runtime.thread_pools()}
+            "gemm_by_shape": by_shape, "threads": runtime.thread_choice(), "thread_pools": runtime.thread_pools()}

@@ -1,9 +1,8 @@
 """The [fast] backend's matrix products: Intel MKL's ``cblas_sgemm``, called through ctypes.
 
 Loaded by ``backend.py`` only where the PyPI ``mkl`` wheel is installed
-(x86-64 Linux: ``pip install -e '.[fast]'``). NumPy's OpenBLAS is a fine BLAS;
-MKL runs the mid-sized products of a small transformer's step (a few hundred
-rows and columns) faster on the same cores, and PyTorch's CPU build uses it.
+(x86-64 Linux: ``pip install -e '.[fast]'``). It is the BLAS PyTorch's CPU
+build uses, so a product costs here what it costs there.
 
 One call does the work:
 
@@ -12,23 +11,25 @@ One call does the work:
   as it lies, where NumPy would copy it first. A linear layer writes its
   bias into C first and asks for beta = 1, so the bias is added inside the
   GEMM instead of by a pass of its own.
-Attention's stacks of small per-head products stay with NumPy's batched
-matmul: MKL's batched call (``cblas_sgemm_batch_strided``) was measured slower
-for them on this project's machine (an AMD EPYC; see ``benchmarks/README.md``).
 
-Only float32 is sent to MKL (what training uses); everything else, and
-products too small to repay a ctypes call, go to NumPy's matmul.
-"""
+Attention's stacks of small per-head products stay with NumPy's batched
+matmul (what each path costs is in ``benchmarks/README.md``). Only float32 is
+sent to MKL (what training uses); everything else, and products too small to
+repay a ctypes call, go to NumPy's matmul. Of the rest, each shape goes to
+whichever of MKL and NumPy's matmul was the quicker when it was first seen:
+both are timed then (``_quicker``), since which BLAS wins depends on the CPU,
+the shape, the layouts and the threads, not on a rule that holds everywhere."""
 
 from __future__ import annotations
 
 import ctypes
 import math
+import time
 
 import numpy as np
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
-_SMALL = 32 * 32 * 32  # m * n * k below this: NumPy's matmul (a ctypes call costs a few microseconds)
+_SMALL = 32 * 32 * 32  # m * n * k below this: NumPy's matmul (the ctypes call would cost more than it saves)
 _F32 = np.dtype(np.float32)
 
 _lib = None  # the loaded libmkl_rt
@@ -86,27 +87,33 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, alpha: flo
     return out
 
 
-def matmul(a: np.ndarray, b: np.ndarray):
-    """``a @ b`` by MKL for float32 products big enough to repay it; None: not taken (NumPy does it)."""
-    if a.dtype != _F32 or b.dtype != _F32 or a.ndim < 2 or b.ndim < 2:
-        return None
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    if b.shape[-2] != k or m * n * k < _SMALL:
-        return None
-    if b.ndim == 2:  # (..., M, K) @ (K, N): the rows stacked into one product
-        rows = a.reshape(math.prod(a.shape[:-1]), k)  # a view when a's rows are contiguous
-        return gemm(rows, b).reshape(a.shape[:-1] + (n,))
-    return None  # stacks of small products (attention's heads): NumPy's batched matmul was quicker
+def _takes_matmul(a: np.ndarray, b: np.ndarray) -> bool:
+    """float32 (..., M, K) @ (K, N), big enough to repay a ctypes call. Stacks of small products (attention's
+    heads, b with batch axes) stay with NumPy's batched matmul."""
+    if a.dtype != _F32 or b.dtype != _F32 or a.ndim < 2 or b.ndim != 2 or b.shape[0] != a.shape[-1]:
+        return False
+    return math.prod(a.shape[:-1]) * a.shape[-1] * b.shape[1] >= _SMALL
 
 
-def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None):
-    """``x @ weight.T + bias`` with the bias inside the GEMM (beta = 1); None: not taken."""
-    if x.dtype != _F32 or weight.dtype != _F32 or (bias is not None and bias.dtype != _F32) or weight.ndim != 2:
-        return None
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` by MKL, for what ``_takes_matmul``: the rows of a stacked into one product."""
+    rows = a.reshape(math.prod(a.shape[:-1]), a.shape[-1])  # a view when a's rows are contiguous
+    return gemm(rows, b).reshape(a.shape[:-1] + b.shape[1:])
+
+
+def _takes_linear(x: np.ndarray, weight: np.ndarray, bias) -> bool:
+    """float32 x (..., in), weight (out, in), bias (out,) or None, big enough to repay a ctypes call."""
+    if x.dtype != _F32 or weight.dtype != _F32 or weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[1]:
+        return False
+    if bias is not None and (not isinstance(bias, np.ndarray) or bias.dtype != _F32 or bias.shape != weight.shape[:1]):
+        return False
+    return math.prod(x.shape[:-1]) * x.shape[-1] * weight.shape[0] >= _SMALL
+
+
+def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    """``x @ weight.T + bias`` by MKL, for what ``_takes_linear``, with the bias inside the GEMM (beta = 1)."""
     n_in, n_out = x.shape[-1], weight.shape[0]
     rows = math.prod(x.shape[:-1])
-    if rows * n_in * n_out < _SMALL or bias is not None and bias.shape != (n_out,):
-        return None
     out = np.empty((rows, n_out), _F32)
     if bias is not None:
         out[...] = bias
@@ -114,20 +121,72 @@ def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None):
     return out.reshape(x.shape[:-1] + (n_out,))
 
 
+# --------------------------------------------------------------------------------------
+# Which path each product takes: measured, once per shape, the first time it is seen
+# --------------------------------------------------------------------------------------
+
+TRIES = 3  # runs of each path when a shape is first seen; the quicker minimum wins
+chosen: dict[tuple, str] = {}  # shape key -> "mkl" | "numpy" (``minigrad.backend()`` shows it)
+
+
+def _key(name: str, a: np.ndarray, b: np.ndarray, bias) -> tuple:
+    """What decides a product's speed: its sizes (the rows rounded up to a power of two, so that a growing
+    sequence is measured a few times, not at every length), the operands' layouts, and a bias or not."""
+    rows = math.prod(a.shape[:-1])
+    a_layout = _layout(a) if a.ndim == 2 else a.flags.c_contiguous
+    b_layout = _layout(b if name == "matmul" else b.T)
+    n = b.shape[1] if name == "matmul" else b.shape[0]
+    return name, 1 << (rows - 1).bit_length(), a.shape[-1], n, a_layout, b_layout, bias is not None
+
+
+def describe(key: tuple) -> str:
+    """A shape key in words, for ``minigrad.backend()``: "linear (<=1024, 128) [C] @ weight.T (128, 512) [F] + bias"
+    (rows up to 1024; C: rows contiguous, F: columns contiguous, strided: copied first)."""
+    name, rows, k, n, a_layout, b_layout, bias = key
+    a_word, b_word = (("C" if lay[0] == _NO_TRANS else "F") if isinstance(lay, tuple) else "C" if lay else "strided"
+                      for lay in (a_layout, b_layout))
+    b_name = "b" if name == "matmul" else "weight.T"
+    return f"{name} (<={rows}, {k}) [{a_word}] @ {b_name} ({k}, {n}) [{b_word}]{' + bias' * bias}"
+
+
+def _quicker(key: tuple, on_mkl, on_numpy):
+    """``on_mkl()`` or ``on_numpy()``, whichever was measured quicker for ``key``; the first time, both are timed
+    ``TRIES`` times, alternately, and the chosen one's result returned."""
+    choice = chosen.get(key)
+    if choice == "numpy":
+        return on_numpy()
+    if choice == "mkl":
+        return on_mkl()
+    best, out = {"mkl": math.inf, "numpy": math.inf}, {}
+    for _ in range(TRIES):
+        for name, call in (("mkl", on_mkl), ("numpy", on_numpy)):
+            start = time.perf_counter()
+            out[name] = call()
+            best[name] = min(best[name], time.perf_counter() - start)
+    chosen[key] = min(best, key=best.get)
+    return out[chosen[key]]  # (the chosen path's rounding from the first call on, so that reruns agree)
+
+
 def install(kernels: dict) -> None:
-    """Make MKL's products the ``.compiled`` and ``.active`` forms of the matmul and linear kernels."""
+    """Make MKL's products the ``.compiled`` and ``.active`` forms of the matmul and linear kernels: for each
+    shape MKL can take, whichever of MKL and NumPy's matmul was measured quicker the first time it was seen."""
     numpy_matmul, numpy_linear = kernels["matmul"].fast, kernels["linear"].fast
 
     def matmul_form(a, b):
-        out = matmul(a, b) if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) else None
-        return numpy_matmul(a, b) if out is None else out
+        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and _takes_matmul(a, b)):
+            return numpy_matmul(a, b)
+        return _quicker(_key("matmul", a, b, None), lambda: matmul(a, b), lambda: numpy_matmul(a, b))
 
     def linear_form(x, weight, bias=None):
-        out = linear(x, weight, bias)
-        return numpy_linear(x, weight, *(() if bias is None else (bias,))) if out is None else out
+        bias_args = () if bias is None else (bias,)
+        if not _takes_linear(x, weight, bias):
+            return numpy_linear(x, weight, *bias_args)
+        return _quicker(_key("linear", x, weight, bias), lambda: linear(x, weight, bias),
+                        lambda: numpy_linear(x, weight, *bias_args))
 
     for name, form in (("matmul", matmul_form), ("linear", linear_form)):
         form.__name__ = form.__qualname__ = name
-        form.__doc__ = f"{name} by MKL's sgemm for float32 products big enough (see {__name__}); else NumPy's."
+        form.__doc__ = (f"{name} by MKL's sgemm or NumPy's matmul, whichever was measured quicker for the shape "
+                        f"(see {__name__}); NumPy's for what MKL does not take.")
         form.backend = "mkl"
         kernels[name].compiled = kernels[name].active = form

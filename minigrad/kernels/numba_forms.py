@@ -1,12 +1,13 @@
-"""The [fast] backend's compiled forms of the elementwise kernels: numba loops, parallel over rows.
+"""The [fast] backend's compiled forms of the elementwise kernels: numba loops, most parallel over rows.
 
 Loaded by ``backend.py`` only when numba is installed (``pip install -e '.[fast]'``)
 and ``MINIGRAD_BACKEND`` is not ``numpy``. Each function here is a third form
-of a kernel of ``kernels/__init__.py``, computing what its plain form computes;
+of a kernel of ``numpy_forms.py``, computing what its plain form computes;
 ``tests/engine/test_kernels.py`` holds it to the plain form on the same generated
 inputs as the NumPy form. Each handles float32 arrays whose rows are
 contiguous (what a training step hands it) and passes anything else to the
-kernel's NumPy form.
+kernel's NumPy form, as the parallel ones do with arrays under ``NUMPY_BELOW``
+elements.
 
 Why it is faster: NumPy makes one pass over memory per operation of a
 formula, each writing a fresh array; a compiled loop does the whole formula
@@ -32,16 +33,24 @@ from numba import prange
 from numba.core import types
 from numba.extending import intrinsic
 
-from . import GELU_SATURATED
+from .numpy_forms import GELU_CUBIC, GELU_SATURATED, INV_SQRT_2PI, SQRT_2_OVER_PI
 
 _F32 = np.float32
 _LOG2E = _F32(1.4426950408889634)
 _LN2_HI = _F32(0.693145751953125)  # ln 2 split in two, so n * _LN2_HI is exact for |n| < 2^12
 _LN2_LO = _F32(1.428606765330187e-06)
-_SQRT_2_OVER_PI = _F32(math.sqrt(2.0 / math.pi))
-_GELU_CUBIC = _F32(0.044715)
+# GELU's constants (numpy_forms.py) as float32, so the loops stay in float32
+_SQRT_2_OVER_PI = _F32(SQRT_2_OVER_PI)
+_GELU_CUBIC = _F32(GELU_CUBIC)
 _GELU_SATURATED = _F32(GELU_SATURATED)  # x clipped to +-this in the gradient: x**2 stays finite
-_INV_SQRT_2PI = _F32(1.0 / math.sqrt(2.0 * math.pi))
+_INV_SQRT_2PI = _F32(INV_SQRT_2PI)
+
+# Below this many elements (in its first argument) a parallel form hands the call to the NumPy form. On idle
+# cores a parallel loop is the quicker down to 16 elements, but it waits for every thread of the pool, and on a
+# busy machine a thread can wait a scheduler's time slice (milliseconds) where NumPy's form of a small array
+# takes microseconds; above this the work repays the risk. (The measurements: benchmarks/README.md.)
+NUMPY_BELOW = 4096
+SERIAL = {"adam_update"}  # forms without a parallel loop: they never wait for a pool, so no threshold
 
 jit = numba.njit(cache=True, fastmath=False, error_model="numpy")
 pjit = numba.njit(cache=True, fastmath=False, error_model="numpy", parallel=True)
@@ -239,6 +248,64 @@ def _layer_norm_grad_rows(g, xhat, rstd, weight, out):
 
 
 # --------------------------------------------------------------------------------------
+# Cross-entropy and the Adam update
+# --------------------------------------------------------------------------------------
+
+
+@pjit
+def _cross_entropy_rows(x, targets, scratch, losses):
+    """losses[r] = log(sum(exp(x[r] - m))) + m - x[r, targets[r]], m the row max (as the plain form); the
+    exps go through ``scratch`` so that their sum is ``_row_total``'s vectorised one."""
+    rows, n = x.shape
+    for r in prange(rows):
+        m = x[r, 0]
+        for j in range(1, n):
+            v = x[r, j]
+            m = v if v > m or v != v else m  # (NaN wins, as NumPy's max)
+        for j in range(n):
+            scratch[r, j] = _exp32(x[r, j] - m)
+        losses[r] = np.float32(np.log(_row_total(scratch, r))) + m - x[r, targets[r]]
+
+
+@pjit
+def _cross_entropy_grad_rows(x, targets, row_weight, grad):
+    """grad[r] = (softmax(x[r]) - onehot(targets[r])) * row_weight[r], softmax as the softmax kernel's."""
+    rows, n = x.shape
+    for r in prange(rows):
+        m = _F32(-np.inf)
+        nan = False
+        for j in range(n):
+            v = x[r, j]
+            nan |= v != v
+            m = v if v > m else m
+        if nan or m == -np.inf:
+            m = _F32(0.0)
+        for j in range(n):
+            grad[r, j] = _exp32(x[r, j] - m)
+        total = np.float32(_row_total(grad, r))
+        if total == 0:
+            total = _F32(1.0)
+        w = row_weight[r]
+        for j in range(n):
+            grad[r, j] = (grad[r, j] / total) * w
+        grad[r, targets[r]] -= w
+
+
+@jit
+def _adam_update_flat(p, g, m, v, decay, one_minus_beta1, beta2, one_minus_beta2, inv_correction2, eps, step_size):
+    """The whole update in one pass over p, g, m and v (NumPy's form makes a dozen). On one thread: it is
+    called once per parameter, and a parallel loop's start (waking the pool, waiting for each thread)
+    costs more than the pass itself unless every core is idle."""
+    for i in range(p.size):
+        gi = g[i]
+        mi = m[i] + one_minus_beta1 * (gi - m[i])
+        vi = beta2 * v[i] + one_minus_beta2 * (gi * gi)
+        m[i] = mi
+        v[i] = vi
+        p[i] = p[i] * decay - step_size * (mi / (np.sqrt(vi) * inv_correction2 + eps))
+
+
+# --------------------------------------------------------------------------------------
 # The forms the kernels run: each takes the kernel's arguments, and hands what it
 # does not handle (float64, strided views, other axes, empty arrays) to the NumPy form
 # --------------------------------------------------------------------------------------
@@ -259,6 +326,11 @@ def _last_axis(axis, ndim: int) -> bool:
 def _packed(a):
     """A float32 array C-ordered (copied once if it is a strided view, as the NumPy forms copy it); else as is."""
     return np.ascontiguousarray(a) if isinstance(a, np.ndarray) and a.dtype == _F32 and a.ndim else a
+
+
+def _ids_ok(ids, rows: int) -> bool:
+    """One int64 class id per row, C-ordered: what the cross-entropy loops index with."""
+    return isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.shape == (rows,) and ids.flags.c_contiguous
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
@@ -312,7 +384,8 @@ def make_forms(numpy_forms: dict) -> dict:
         scores = q @ k.swapaxes(-1, -2)  # (..., Tq, Tk)
         if not _ok(scores):
             return fallback("attention_weights")(q, k, bias, scale)
-        weights = np.empty_like(scores)  # (not in place: there LLVM cannot prove the rows apart, and does not vectorise)
+        # (not in place: there LLVM cannot prove the rows apart, and does not vectorise)
+        weights = np.empty_like(scores)
         if bias is None:
             _softmax_rows(_rows(scores), _rows(weights), _F32(scale))
         elif bias.shape == scores.shape[-bias.ndim:] and bias.flags.c_contiguous and bias.size:
@@ -343,15 +416,54 @@ def make_forms(numpy_forms: dict) -> dict:
         _layer_norm_grad_rows(_rows(g), _rows(xhat), _rows(rstd), w, _rows(out))
         return out
 
+    def cross_entropy(logits, targets):
+        logits = _packed(logits)
+        if not (_ok(logits) and logits.ndim == 2 and _ids_ok(targets, logits.shape[0])):
+            return fallback("cross_entropy")(logits, targets)
+        losses = np.empty(logits.shape[0], _F32)
+        _cross_entropy_rows(logits, targets, np.empty_like(logits), losses)
+        return losses
+
+    def cross_entropy_grad(logits, targets, row_weight):
+        logits = _packed(logits)
+        if not (_ok(logits, row_weight) and logits.ndim == 2 and row_weight.shape == logits.shape[:1]
+                and _ids_ok(targets, logits.shape[0])):
+            return fallback("cross_entropy_grad")(logits, targets, row_weight)
+        grad = np.empty_like(logits)
+        _cross_entropy_grad_rows(logits, targets, row_weight, grad)
+        return grad
+
+    def adam_update(p, g, m, v, lr, beta1, beta2, eps, step, decay=1.0):
+        if not (_ok(p, g, m, v) and p.shape == g.shape == m.shape == v.shape):
+            return fallback("adam_update")(p, g, m, v, lr, beta1, beta2, eps, step, decay)
+        _adam_update_flat(p.reshape(-1), g.reshape(-1), m.reshape(-1), v.reshape(-1), _F32(decay), _F32(1 - beta1),
+                          _F32(beta2), _F32(1 - beta2), _F32(1 / math.sqrt(1 - beta2 ** step)), _F32(eps),
+                          _F32(lr / (1 - beta1 ** step)))
+        return None
+
     return {"gelu": gelu, "gelu_gate": gelu_gate, "gelu_grad": gelu_grad, "softmax": softmax,
             "softmax_grad": softmax_grad, "attention_weights": attention_weights, "standardise": standardise,
-            "layer_norm_grad": layer_norm_grad}
+            "layer_norm_grad": layer_norm_grad, "cross_entropy": cross_entropy,
+            "cross_entropy_grad": cross_entropy_grad, "adam_update": adam_update}
+
+
+def _numpy_when_small(form, numpy_form):
+    """``form``, except that arrays under ``NUMPY_BELOW`` elements go to ``numpy_form``."""
+
+    def run(*args, **kwargs):
+        if isinstance(args[0], np.ndarray) and args[0].size < NUMPY_BELOW:
+            return numpy_form(*args, **kwargs)
+        return form(*args, **kwargs)
+
+    return run
 
 
 def install(kernels: dict) -> None:
     """Make each compiled form its kernel's ``.compiled`` and ``.active`` form."""
     numpy_forms = {name: k.fast for name, k in kernels.items()}
     for name, form in make_forms(numpy_forms).items():
+        if name not in SERIAL:
+            form = _numpy_when_small(form, numpy_forms[name])
         form.__name__ = form.__qualname__ = name
         form.__doc__ = f"{name}, compiled by numba where it can be (see {__name__}); else its NumPy form."
         form.backend = "numba"

@@ -22,10 +22,9 @@ before the step, the same shrinkage for every parameter (Loshchilov & Hutter,
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from .. import kernels
 from ..modes import no_grad
 from .optimizer import Optimizer
 
@@ -70,31 +69,10 @@ class Adam(Optimizer):
                 t, m, v = state["step"], state["exp_avg"], state["exp_avg_sq"]
                 param = self._written(p)  # p's array, updated in place (counted on p's version counter)
 
-                if weight_decay != 0:
-                    if self.decoupled_weight_decay:
-                        param *= 1 - lr * weight_decay
-                    else:
-                        g = g + weight_decay * param
-
-                # In place, through one scratch array: the update is a dozen passes over
-                # every parameter, and fresh temporaries would make each one a trip to memory.
-                scratch = np.subtract(g, m, out=np.empty_like(m))  # (out=: a 0-d parameter's would be a scalar)
-                # m = beta1*m + (1-beta1)*g, written as PyTorch's lerp: m + (1-beta1)*(g-m).
-                scratch *= 1 - beta1
-                m += scratch
-                v *= beta2
-                np.multiply(g, g, out=scratch)
-                scratch *= 1 - beta2
-                v += scratch  # v = beta2*v + (1-beta2)*g*g
-
-                # The bias corrections are folded into a scalar step size and the denominator.
-                step_size = lr / (1 - beta1**t)
-                denom = np.sqrt(v, out=scratch)
-                denom *= 1 / math.sqrt(1 - beta2**t)
-                denom += eps
-                update = np.divide(m, denom, out=scratch)
-                update *= step_size
-                param -= update
+                if weight_decay != 0 and not self.decoupled_weight_decay:
+                    g = g + weight_decay * param
+                decay = 1 - lr * weight_decay if self.decoupled_weight_decay else 1.0
+                kernels.adam_update(param, g, m, v, lr, beta1, beta2, eps, t, decay)  # the docstring's update, in place
         return loss
 
 

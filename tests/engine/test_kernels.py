@@ -173,7 +173,21 @@ def form(request, monkeypatch):
             pytest.skip(f"compiled forms of {', '.join(names) or 'no kernel'}: {why}")
         for name in compiled:
             monkeypatch.setattr(KERNELS[name], "fast", KERNELS[name].compiled)
+        from minigrad.kernels import numba_forms  # (loaded: a compiled form exists)
+
+        # Every drawn input through the compiled loops, small ones too, and every product MKL takes through MKL
+        # (not the path measured quicker): the threshold and the measurement have tests of their own.
+        monkeypatch.setattr(numba_forms, "NUMPY_BELOW", 0)
+        if KERNELS["matmul"].compiled is not None:
+            from minigrad.kernels import mkl_blas
+
+            monkeypatch.setattr(mkl_blas, "chosen", _AlwaysMKL())
     return request.param
+
+
+class _AlwaysMKL(dict):
+    def get(self, key, default=None):
+        return "mkl"
 
 
 # --------------------------------------------------------------------------------------
@@ -241,6 +255,29 @@ def test_out_of_range_axes_raise_as_numpy_does():
             x.sum(axis=axis)
     np.testing.assert_array_equal(x.sum(axis=-2).data, np.full(4, 3.0))  # negative axes still work
 
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("value", [0.5, -3.0, np.inf, -np.inf, np.nan])
+def test_logsumexp_of_a_zero_d_tensor_takes_the_axes_sum_takes(value, dtype):
+    # A 0-d tensor has one value: its logsumexp over "axis 0" is that value, as PyTorch's dim=0 gives and as
+    # NumPy's sum takes axis 0 or -1 there. axis=(0,) and axis=1 are refused, as NumPy's sum refuses them.
+    for axis in (None, 0, -1, (0,), 1, (-1,)):
+        for keepdims in (False, True):
+            x = mg.tensor(np.array(value, dtype=dtype), requires_grad=True)
+            try:
+                np.sum(x.data, axis=axis, keepdims=keepdims)
+            except Exception:
+                with pytest.raises(mg.OpError, match="logsumexp: axis .* out of bounds"):
+                    x.logsumexp(axis=axis, keepdims=keepdims)
+                continue
+            out = x.logsumexp(axis=axis, keepdims=keepdims)
+            assert out.shape == () and out.dtype == dtype
+            np.testing.assert_array_equal(out.data, np.array(value, dtype))
+            with np.errstate(invalid="ignore"):  # (d/dx at +inf is exp(inf - inf): NaN, as in PyTorch)
+                out.backward()
+            expected_grad = {np.inf: np.nan, -np.inf: 0.0}.get(value, np.nan if np.isnan(value) else 1.0)
+            np.testing.assert_array_equal(x.grad.data, np.array(expected_grad, dtype))
 
 @covers("row_dot")
 @SETTINGS
@@ -311,6 +348,44 @@ def test_linear(data, lead, n_in, n_out, with_bias):
     assert got.shape == expected.shape == lead + (n_out,) and got.dtype == dtype
     np.testing.assert_allclose(got, expected, rtol=0, atol=64 * EPS[np.dtype(dtype)] * scale + 1e-300)
 
+
+
+@pytest.mark.skipif(KERNELS["matmul"].compiled is None, reason="no MKL (the [fast] extra, on x86-64 Linux)")
+def test_each_product_shape_takes_the_path_measured_quicker_the_first_time_it_is_seen(monkeypatch):
+    from minigrad.kernels import mkl_blas
+
+    # A fake clock: one tick per reading, plus what each MKL GEMM "costs" for its number of columns.
+    clock, mkl_cost, gemms = [0.0], {128: 10.0, 512: -0.5}, []
+    monkeypatch.setattr(mkl_blas.time, "perf_counter", lambda: clock.__setitem__(0, clock[0] + 1) or clock[0])
+
+    def timed_gemm(a, b, *args, gemm=mkl_blas.gemm, **kwargs):
+        gemms.append(b.shape)
+        clock[0] += mkl_cost[b.shape[1]]
+        return gemm(a, b, *args, **kwargs)
+
+    monkeypatch.setattr(mkl_blas, "gemm", timed_gemm)
+    monkeypatch.setattr(mkl_blas, "chosen", {})
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((1000, 64)).astype(np.float32)
+    for n, quicker in ((128, "numpy"), (512, "mkl")):
+        b = rng.standard_normal((64, n)).astype(np.float32)
+        for form in ("matmul", "linear"):
+            operands = (a, b) if form == "matmul" else (a, np.ascontiguousarray(b.T))
+            gemms.clear()
+            first = KERNELS[form].compiled(*operands)  # measured: each path run TRIES times
+            assert len(gemms) == mkl_blas.TRIES
+            again = KERNELS[form].compiled(*operands)
+            fewer_rows = KERNELS[form].compiled(operands[0][:700], operands[1])  # (<= 1024 rows: the same key)
+            assert len(gemms) == mkl_blas.TRIES + 2 * (quicker == "mkl")
+            np.testing.assert_array_equal(first, again)  # the chosen path's numbers from the first call on
+            np.testing.assert_allclose(first, a @ b, rtol=1e-4, atol=1e-4)
+            np.testing.assert_allclose(fewer_rows, a[:700] @ b, rtol=1e-4, atol=1e-4)
+    assert sorted(mkl_blas.chosen.values()) == ["mkl", "mkl", "numpy", "numpy"]
+    assert sorted(mg.backend()["gemm_by_shape"].items()) == [
+        ("linear (<=1024, 64) [C] @ weight.T (64, 128) [F]", "numpy"),
+        ("linear (<=1024, 64) [C] @ weight.T (64, 512) [F]", "mkl"),
+        ("matmul (<=1024, 64) [C] @ b (64, 128) [C]", "numpy"),
+        ("matmul (<=1024, 64) [C] @ b (64, 512) [C]", "mkl")]
 
 # --------------------------------------------------------------------------------------
 # Softmax and attention
@@ -417,6 +492,98 @@ def test_softmax_grad(data, shape, scale):
     expected = reference(KERNELS["softmax_grad"].plain, out, g, axis, scale).astype(dtype)
     assert_close(got, expected, dtype, scale=np.abs(g.astype(np.float64)).max(initial=0), ulps=32)
 
+
+
+# --------------------------------------------------------------------------------------
+# Cross-entropy
+# --------------------------------------------------------------------------------------
+
+
+@st.composite
+def cross_entropy_inputs(draw):
+    """(logits (N, C), targets (N,) in range, row_weight (N,)): every dtype, layout and special value."""
+    rows, classes = draw(st.sampled_from([0, 1, 2, 5, 64, 1100])), draw(st.sampled_from([1, 2, 65, 300]))
+    logits = draw(arrays(shape=(rows, classes)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    targets = rng.integers(0, classes, rows).astype(draw(st.sampled_from([np.int64, np.int64, np.int32])))
+    row_weight = draw(arrays(shape=(rows,), dtype=draw(st.sampled_from([logits.dtype, logits.dtype, np.float64])),
+                             specials=False))  # (float64 weights on float32 logits: a float64 gradient, as plain)
+    return logits, targets, row_weight
+
+
+@covers("cross_entropy", "cross_entropy_grad")
+@SETTINGS
+@given(inputs=cross_entropy_inputs())
+def test_cross_entropy_kernels(inputs):
+    logits, targets, row_weight = inputs
+    dtype = logits.dtype
+    with np.errstate(all="ignore"):
+        got = KERNELS["cross_entropy"].fast(logits, targets)
+        like = KERNELS["cross_entropy"].plain(logits, targets)  # (where exp overflows in float32)
+        expected = reference(KERNELS["cross_entropy"].plain, logits, targets)
+        scale = np.abs(logits.astype(np.float64)).max(axis=-1, initial=0) + math.log(logits.shape[1]) + 1
+    assert_close(got, expected.astype(dtype), dtype, scale=np.where(np.isfinite(scale), scale, 0), like=like)
+
+    with np.errstate(all="ignore"):
+        got = KERNELS["cross_entropy_grad"].fast(logits, targets, row_weight)
+        like = KERNELS["cross_entropy_grad"].plain(logits, targets, row_weight)
+        expected = reference(KERNELS["cross_entropy_grad"].plain, logits, targets, row_weight)
+    scale = np.abs(row_weight.astype(np.float64))[:, None]
+    assert got.dtype == like.dtype == np.result_type(logits, row_weight)
+    # (compared at the logits' precision: a float64 weight does not make a float32 softmax more exact)
+    assert_close(got.astype(dtype), expected.astype(dtype), dtype, scale=scale, like=like.astype(dtype))
+
+
+# --------------------------------------------------------------------------------------
+# The Adam update (in place in the parameter and its two moments)
+# --------------------------------------------------------------------------------------
+
+
+@covers("adam_update")
+@SETTINGS
+@given(data=st.data(), shape=st.one_of(shapes(), st.sampled_from([(1023,), (1024,), (33, 40), (4, 4096)])),
+       lr=st.sampled_from([1e-3, 0.1]), betas=st.sampled_from([(0.9, 0.999), (0.5, 0.9), (0.0, 0.0)]),
+       eps=st.sampled_from([1e-8, 1e-3]), step=st.sampled_from([1, 2, 1000]), decay=st.sampled_from([1.0, 0.999]))
+def test_adam_update(data, shape, lr, betas, eps, step, decay):
+    dtype = data.draw(FLOATS)
+    p, g, m = (data.draw(arrays(shape=shape, dtype=dtype, specials=False)) for _ in range(3))
+    v = data.draw(arrays(shape=shape, dtype=dtype, specials=False, positive=True))
+    p64, g64, m64, v64 = (a.astype(np.float64) for a in (p, g, m, v))
+    before = np.abs(p64) + np.abs(m64) + np.abs(g64)  # (for the tolerance)
+    with np.errstate(all="ignore"):
+        assert KERNELS["adam_update"].fast(p, g, m, v, lr, *betas, eps, step, decay) is None
+        KERNELS["adam_update"].plain(p64, g64, m64, v64, lr, *betas, eps, step, decay)
+        denom = np.sqrt(v64 / (1 - betas[1] ** step)) + eps
+        step_scale = lr / (1 - betas[0] ** step) * before / denom  # how far rounding in m and v can move p
+    for got, expected, scale in ((m, m64, before), (v, v64, v64 + g64 * g64), (p, p64, before + step_scale)):
+        assert got.dtype == dtype
+        assert_close(got, expected.astype(dtype), dtype, scale=scale, ulps=64)
+
+
+@pytest.mark.skipif(KERNELS["gelu"].compiled is None, reason="no compiled forms (the [fast] extra)")
+def test_parallel_compiled_forms_leave_arrays_below_the_threshold_to_the_numpy_form(monkeypatch):
+    from minigrad.kernels import numba_forms
+
+    loops = []
+    monkeypatch.setattr(numba_forms, "_gelu_tanh",
+                        lambda x, *outs, loop=numba_forms._gelu_tanh: loops.append(x.size) or loop(x, *outs))
+    threshold = numba_forms.NUMPY_BELOW
+    for size in (threshold - 1, threshold, threshold + 1):
+        x = np.random.default_rng(size).standard_normal(size).astype(np.float32)
+        out, gate = KERNELS["gelu"].compiled(x, "tanh")
+        if size < threshold:  # the NumPy form's own numbers
+            for got, expected in zip((out, gate), KERNELS["gelu"].fast(x, "tanh")):
+                np.testing.assert_array_equal(got, expected)
+        else:
+            expected_out, expected_gate = reference(KERNELS["gelu"].plain, x, "tanh")
+            assert_close(gate, expected_gate.astype(np.float32), np.float32, ulps=64)  # (as test_gelu_kernels)
+            assert_close(out, expected_out.astype(np.float32), np.float32, scale=np.abs(x), ulps=64)
+    assert loops == [threshold, threshold + 1]
+    assert numba_forms.SERIAL == {"adam_update"}  # (the one form with no parallel loop, and no threshold)
+    p = np.ones(16, np.float32)
+    monkeypatch.setattr(numba_forms, "_adam_update_flat", lambda p, *rest: loops.append(p.size))
+    KERNELS["adam_update"].compiled(p, p.copy(), p.copy(), p.copy(), 1e-3, 0.9, 0.999, 1e-8, 1)
+    assert loops[-1] == 16
 
 # --------------------------------------------------------------------------------------
 # scatter_add (gather's backward)
@@ -728,9 +895,9 @@ def test_gelu_passes_its_kept_gate_to_backward_and_checks_a_given_one():
 
 
 def test_erf_without_scipy_matches_math_erf_to_the_last_digits():
-    # NumPy has no erf; without SciPy minigrad evaluates two Chebyshev fits (kernels._erf_fits).
-    from minigrad.kernels import _erf_block as _erf_kernel
-    from minigrad.kernels import blockwise as _blockwise
+    # NumPy has no erf; without SciPy minigrad evaluates two Chebyshev fits (numpy_forms._erf_fits).
+    from minigrad.kernels.numpy_forms import _erf_block as _erf_kernel
+    from minigrad.kernels.numpy_forms import blockwise as _blockwise
 
     x = np.concatenate([np.linspace(-7, 7, BLOCK + 4321), [0.0, -0.0, 1e-300, 5e-324, 1.0, -1.0, 4.0, 6.0, 1e308]])
     expected = np.array([math.erf(v) for v in x])

@@ -1,0 +1,44 @@
+"""What a kernel is: a fast function registered beside the plain NumPy it equals.
+
+A kernel has up to three forms of one function:
+
+* ``.plain``: the plain NumPy expression it equals, as runnable code (what
+  ``minigrad.composite_mode()`` runs, and what the tests hold the others to);
+* ``.fast``: its NumPy form (``numpy_forms.py``);
+* ``.compiled``: the optional [fast] backend's form (``numba_forms.py``,
+  ``mkl_blas.py``), None without one.
+
+``.active`` is the form a call runs outside composite mode: ``.fast``, or
+``.compiled`` once ``backend.py`` has given one. ``KERNELS`` lists them all by
+name; the tests walk it, so a kernel added without a test fails them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from ..modes import state
+
+KERNELS: dict[str, Callable] = {}  # name -> kernel; each has .fast, .plain, .compiled, .active (the tests walk this)
+
+
+def kernel(plain: Callable):
+    """Register a fast function as the kernel for ``plain``; composite mode runs ``plain`` instead.
+
+    The kernel runs ``.active``: its NumPy form ``.fast``, or the compiled form
+    ``.compiled`` the [fast] backend gave it (``backend.py``; None without one).
+    """
+
+    def register(fast: Callable) -> Callable:
+        @functools.wraps(fast)
+        def run(*args, **kwargs):
+            if state.composite:
+                return plain(*args, **kwargs)
+            return run.active(*args, **kwargs)
+
+        run.fast, run.plain, run.compiled, run.active = fast, plain, None, fast
+        KERNELS[fast.__name__] = run
+        return run
+
+    return register
