@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime import default_rng, manual_seed  # noqa: F401  (nn.manual_seed: PyTorch's home for it)
+from ..random import Generator, manual_seed  # noqa: F401  (nn.manual_seed: PyTorch's home for it)
+from ..runtime import default_rng
 from ..tensor import Tensor
 
 
@@ -30,6 +31,8 @@ def resolve_rng(rng: np.random.Generator | None, seed: int | None = None, who: s
         raise ValueError(f"{who}: pass seed or rng, not both")
     if seed is not None:
         return np.random.default_rng(seed)
+    if isinstance(rng, Generator):  # a mg.Generator: the NumPy generator behind it
+        return rng.numpy
     return default_rng() if rng is None else rng
 
 
