@@ -67,16 +67,40 @@ def _dim(who: str, dim, axis):
     return tuple(dim) if type(dim) is list else dim
 
 
-def _keep(who: str, keepdim, keepdims) -> bool:
+def _scalar_dim(who: str, x: Tensor, dim):
+    """A 0-d tensor takes dim 0 or -1 (PyTorch), reducing nothing: None for the op; out of range is an OpError."""
+    for d in dim if isinstance(dim, tuple) else (dim,):
+        _axis_in(who, x, d)
+    return None
+
+
+def _keep(who: str, keepdim, keepdims, dim=None) -> bool:
     """One of PyTorch's ``keepdim`` and NumPy's ``keepdims``, as a bool."""
     if keepdims is not None:
         if keepdim:
             raise TypeError(f"{who}: keepdim= and keepdims= name the same thing; give one (x.{who}(..., keepdim=True))")
         keepdim = keepdims
     if keepdim is not True and keepdim is not False and not isinstance(keepdim, np.bool_):
-        raise TypeError(f"{who}: keepdim must be True or False, got {keepdim!r} (NumPy's second positional argument, "
-                        f"dtype, is a keyword here: x.{who}(dim, dtype=...))")
+        raise TypeError(f"{who}: keepdim must be True or False, got {keepdim!r}; NumPy's second positional argument, "
+                        f"dtype, is a keyword here: x.{who}({dim!r}, dtype={_dtype_name(keepdim)})")
     return bool(keepdim)
+
+
+class _NotGiven:
+    """The default of ``axis=`` where ``x.var(axis=None)`` (NumPy's, ddof=0) differs from ``x.var()`` (PyTorch's)."""
+
+    def __repr__(self) -> str:
+        return "None"
+
+
+NOT_GIVEN = _NotGiven()
+
+
+def _dtype_name(dtype) -> str:
+    try:
+        return f"mg.{np.dtype(dtype).name}"
+    except TypeError:
+        return repr(dtype)
 
 
 def _axis_in(who: str, x: Tensor, dim: int) -> int:
@@ -108,7 +132,10 @@ def _tensor(x, who: str) -> Tensor:
 def sum_(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None) -> Tensor:
     """Sum over ``dim`` (an int or a tuple; None: every dim): ``x.sum(1, keepdim=True)``, ``x.sum(axis=1)``."""
     if axis is not None or keepdims is not None or type(dim) is list or keepdim is not False:
-        dim, keepdim = _dim("sum", dim, axis), _keep("sum", keepdim, keepdims)
+        dim = _dim("sum", dim, axis)
+        keepdim = _keep("sum", keepdim, keepdims, dim)
+    if self.ndim == 0 and dim is not None and axis is None:
+        dim = _scalar_dim("sum", self, dim)
     x = self if dtype is None else self.to(dtype)
     return apply(OPS["sum"], x, axis=dim, keepdims=keepdim)
 
@@ -117,7 +144,10 @@ def sum_(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None)
 def mean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None) -> Tensor:
     """Mean over ``dim`` (an int or a tuple; None: every dim)."""
     if axis is not None or keepdims is not None or type(dim) is list or keepdim is not False:
-        dim, keepdim = _dim("mean", dim, axis), _keep("mean", keepdim, keepdims)
+        dim = _dim("mean", dim, axis)
+        keepdim = _keep("mean", keepdim, keepdims, dim)
+    if self.ndim == 0 and dim is not None and axis is None:
+        dim = _scalar_dim("mean", self, dim)
     x = self if dtype is None else self.to(dtype)
     return apply(OPS["mean"], x, axis=dim, keepdims=keepdim)
 
@@ -125,12 +155,15 @@ def mean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None)
 @bind("prod", "prod")
 def prod(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None) -> Tensor:
     """Product over ``dim`` (None: every dim)."""
-    dim, keepdim = _dim("prod", dim, axis), _keep("prod", keepdim, keepdims)
+    dim = _dim("prod", dim, axis)
+    keepdim = _keep("prod", keepdim, keepdims, dim)
+    if self.ndim == 0 and dim is not None and axis is None:
+        dim = _scalar_dim("prod", self, dim)
     x = self if dtype is None else self.to(dtype)
     return apply(OPS["prod"], x, axis=dim, keepdims=keepdim)
 
 
-def _correction(who: str, dim, unbiased, keepdim, correction, axis, ddof, keepdims) -> tuple:
+def _correction(who: str, x: Tensor, dim, unbiased, keepdim, correction, axis, ddof, keepdims) -> tuple:
     """(axis, ddof, keepdims) for var/std, PyTorch's default correction=1 unless NumPy's keywords are used.
 
     ``x.var(0, keepdim=True)``: PyTorch, unbiased. ``x.var(axis=0, keepdims=True)`` or ``ddof=``: NumPy,
@@ -138,50 +171,59 @@ def _correction(who: str, dim, unbiased, keepdim, correction, axis, ddof, keepdi
     """
     if isinstance(dim, bool):  # x.var(False): PyTorch's var(unbiased)
         dim, unbiased = None, dim if unbiased is None else unbiased
-    numpy_words = [name for name, v in (("axis", axis), ("keepdims", keepdims), ("ddof", ddof)) if v is not None]
+    numpy_words = [name for name, v in (("keepdims", keepdims), ("ddof", ddof)) if v is not None]
+    if axis is not NOT_GIVEN:  # (x.var(axis=None) is NumPy's, ddof=0)
+        numpy_words.insert(0, "axis")
+    axis = None if axis is NOT_GIVEN else axis
     torch_words = [name for name, v in (("unbiased", unbiased), ("correction", correction)) if v is not None]
     if keepdim is not False:
         torch_words.append("keepdim")
     given = [v for v in (unbiased, correction, ddof) if v is not None]
+    dims, keep = _dim(who, dim, axis), (keepdims if keepdims is not None else keepdim)
     if len(given) > 1:
-        raise TypeError(f"{who}: give one of correction=, unbiased= and ddof= (x.{who}(dim, correction=1))")
+        raise TypeError(f"{who}: give one of correction=, unbiased= and ddof=, as "
+                        f"x.{who}(dim={dims!r}, keepdim={keep!r}, correction=1)")
     if given:
-        amount = given[0]
-        amount = int(amount) if unbiased is None else (1 if unbiased else 0)
+        amount = int(given[0]) if unbiased is None else (1 if unbiased else 0)
     elif numpy_words and torch_words:
         raise TypeError(f"{who}: NumPy's {'= and '.join(numpy_words)}= (default ddof=0) mixed with PyTorch's "
-                        f"{'= and '.join(torch_words)}= (default correction=1): write x.{who}(dim=..., keepdim=..., "
-                        f"correction=1) or x.{who}(axis=..., keepdims=..., ddof=0)")
+                        f"{'= and '.join(torch_words)}= (default correction=1): write "
+                        f"x.{who}(dim={dims!r}, keepdim={keep!r}, correction=1) or "
+                        f"x.{who}(axis={dims!r}, keepdims={keep!r}, ddof=0)")
     else:
         amount = 0 if numpy_words else 1
-    return _dim(who, dim, axis), amount, _keep(who, keepdim, keepdims)
+    if axis is None and dims is not None and x.ndim == 0:
+        dims = _scalar_dim(who, x, dims)
+    return dims, amount, _keep(who, keepdim, keepdims)
 
 
 @bind("var", "var")
-def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, ddof=None,
+def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=NOT_GIVEN, ddof=None,
         keepdims=None) -> Tensor:
     """Variance over ``dim``: PyTorch's ``correction=1`` (unbiased) unless NumPy's ``axis=``/``keepdims=``/``ddof=``.
 
     ``x.var(0, keepdim=True)`` divides by n - 1, ``x.var(axis=0, keepdims=True)`` by n,
     ``x.var(0, correction=0)`` / ``x.var(0, unbiased=False)`` / ``x.var(axis=0, ddof=1)`` say which.
     """
-    axis, ddof, keepdims = _correction("var", dim, unbiased, keepdim, correction, axis, ddof, keepdims)
+    axis, ddof, keepdims = _correction("var", self, dim, unbiased, keepdim, correction, axis, ddof, keepdims)
     return apply(OPS["var"], self, axis=axis, ddof=ddof, keepdims=keepdims)
 
 
-@bind("var", "std")
-def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, ddof=None,
+@bind("std", "std")
+def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=NOT_GIVEN, ddof=None,
         keepdims=None) -> Tensor:
     """Standard deviation, sqrt of ``var`` with the same arguments (PyTorch's correction=1 unless NumPy's words)."""
-    axis, ddof, keepdims = _correction("std", dim, unbiased, keepdim, correction, axis, ddof, keepdims)
-    return apply(OPS["sqrt"], apply(OPS["var"], self, axis=axis, ddof=ddof, keepdims=keepdims))
+    axis, ddof, keepdims = _correction("std", self, dim, unbiased, keepdim, correction, axis, ddof, keepdims)
+    return apply(OPS["std"], self, axis=axis, ddof=ddof, keepdims=keepdims)
 
 
 @bind("logsumexp", "logsumexp")
 def logsumexp(self, dim=None, keepdim=False, *, axis=None, keepdims=None) -> Tensor:
     """log(sum(exp(x))) over ``dim``, stable for large inputs."""
-    return apply(OPS["logsumexp"], self, axis=_dim("logsumexp", dim, axis),
-                 keepdims=_keep("logsumexp", keepdim, keepdims))
+    dims = _dim("logsumexp", dim, axis)
+    if self.ndim == 0 and dims is not None and axis is None:
+        dims = _scalar_dim("logsumexp", self, dims)
+    return apply(OPS["logsumexp"], self, axis=dims, keepdims=_keep("logsumexp", keepdim, keepdims))
 
 
 def _truth(name: str):
@@ -265,13 +307,19 @@ bind("min", "min")(_extreme("min", np.argmin, "minimum"))
 @bind("max", "amax")
 def amax(self, dim=None, keepdim=False, *, axis=None, keepdims=None) -> Tensor:
     """The maxima over ``dim`` (an int or a tuple; None: every dim), tied maxima sharing the gradient."""
-    return apply(OPS["max"], self, axis=_dim("amax", dim, axis), keepdims=_keep("amax", keepdim, keepdims))
+    dims = _dim("amax", dim, axis)
+    if self.ndim == 0 and dims is not None and axis is None:
+        dims = _scalar_dim("amax", self, dims)
+    return apply(OPS["max"], self, axis=dims, keepdims=_keep("amax", keepdim, keepdims))
 
 
 @bind("min", "amin")
 def amin(self, dim=None, keepdim=False, *, axis=None, keepdims=None) -> Tensor:
     """The minima over ``dim`` (an int or a tuple; None: every dim), tied minima sharing the gradient."""
-    return apply(OPS["min"], self, axis=_dim("amin", dim, axis), keepdims=_keep("amin", keepdim, keepdims))
+    dims = _dim("amin", dim, axis)
+    if self.ndim == 0 and dims is not None and axis is None:
+        dims = _scalar_dim("amin", self, dims)
+    return apply(OPS["min"], self, axis=dims, keepdims=_keep("amin", keepdim, keepdims))
 
 
 def _arg(name: str):
@@ -279,9 +327,9 @@ def _arg(name: str):
         dim, keepdim = _dim(name, dim, axis), _keep(name, keepdim, keepdims)
         if dim is not None:
             _axis_in(name, self, dim)
-        if self.size == 0:
-            raise OpError(f"{name}: the input is empty, so there is no {name[3:]} to point at "
-                          f"(input {self.shape} {self.dtype})")
+        if self.size == 0 and (dim is None or self.shape[dim] == 0):
+            raise OpError(f"{name}: the input is empty along {'every dim' if dim is None else f'dim {dim}'}, so there "
+                          f"is no {name[3:]} to point at (input {self.shape} {self.dtype})")
         data = self.data if self.ndim or dim is None else self.data.reshape(1)
         found = getattr(data, name)(axis=dim, keepdims=keepdim)
         return Tensor._wrap(np.asarray(found, dtype=np.int64).reshape(() if self.ndim == 0 else np.shape(found)))
@@ -448,7 +496,7 @@ def view(self, *shape) -> Tensor:
     """PyTorch's name for ``reshape``: ``x.view(B, T, C)`` (a NumPy view where the layout allows)."""
     if len(shape) == 1 and not isinstance(shape[0], int | np.integer | tuple | list):
         raise TypeError(f"view: x.view(dtype) reinterprets bytes, which minigrad does not do; for a cast write "
-                        f"x.to({shape[0]!r}); for a shape, x.view(2, 3)")
+                        f"x.to({_dtype_name(shape[0])}); for a shape, x.view(2, 3)")
     return apply(OPS["reshape"], self, shape=_shape_arg(shape))
 
 
@@ -661,7 +709,8 @@ def _numpy_split(x: Tensor, sections, axis) -> tuple:
     if isinstance(sections, int | np.integer):
         if sections <= 0 or n % sections:
             raise OpError(f"split: axis {axis} of size {n} does not divide into {sections} equal parts "
-                          f"(input {x.shape} {x.dtype}); PyTorch's pieces of a size are x.split(size, dim={axis})")
+                          f"(input {x.shape} {x.dtype}); PyTorch's pieces of size {sections} are "
+                          f"x.split({sections}, dim={axis})")
         return _pieces(x, d, list(range(0, n + 1, n // sections)))
     return _pieces(x, d, [0, *(min(int(c), n) for c in sections), n])
 

@@ -7,8 +7,9 @@ data float32 (minigrad trains in float32; NumPy would make it float64).
 does. ndarrays keep their dtype; ``mg.from_numpy(a)`` shares ``a``'s memory.
 
 The dtype names (``mg.float32``, ``mg.long``...) are in ``dtypes.py``. Every
-constructor takes ``device=``; minigrad computes on the CPU only, so ``'cpu'`` is accepted and anything else is an error that says where
-to go for a GPU (the README's "continue on PyTorch" section).
+constructor takes ``device=``; minigrad computes on the CPU only, so ``'cpu'``
+is accepted and anything else is an error that says where to go for a GPU
+(the README's "continue on PyTorch" section).
 """
 
 from __future__ import annotations
@@ -115,7 +116,9 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """``fill_value`` everywhere in shape ``size`` (float32 unless ``dtype``)."""
+    """``fill_value`` everywhere in shape ``size``: float32 for a float, int64 for an int, bool for a bool."""
+    if dtype is None and isinstance(fill_value, bool | int | np.integer | np.bool_):
+        dtype = np.bool_ if isinstance(fill_value, bool | np.bool_) else np.int64
     return _filled("full", fill_value, (size,), dtype, device, requires_grad)
 
 

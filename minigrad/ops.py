@@ -476,6 +476,24 @@ class var:
         return (_unreduce(g, x.shape, axis, keepdims) * centred * (2.0 / dof if dof != 0 else math.inf),)
 
 
+@op()
+class std:
+    """Standard deviation over ``axis`` with ``ddof``: sqrt(var); where it is 0 the gradient is 0 (as PyTorch)."""
+    samples = _REDUCE + [sample((3, 5), axis=1, ddof=1)]
+
+    def forward(x, *, axis=None, ddof=0, keepdims=False):
+        return np.sqrt(var.forward(x, axis=axis, ddof=ddof, keepdims=keepdims))
+
+    def vjp(g, out, x, *, axis=None, ddof=0, keepdims=False):
+        # d std = d var / (2 std); var's gradient is 2 (x - mean) / (n - ddof), so d std = (x - mean) / ((n - ddof) std).
+        flat = out.data == 0  # a constant row: 0 / 0 in the formula; its gradient is 0
+        safe = out.masked_fill(flat, 1.0) if flat.any() else out
+        (grad_var,) = var.vjp(g / safe * 0.5, None, x, axis=axis, ddof=ddof, keepdims=keepdims)
+        if flat.any():
+            grad_var = grad_var.masked_fill(np.broadcast_to(flat.reshape(_kept_shape(x.shape, axis)), x.shape), 0.0)
+        return (grad_var,)
+
+
 def _extreme_vjp(g, out, x, axis, keepdims):
     # Every element equal to the extreme gets an equal share of the gradient
     # (ties split it evenly, so the total is preserved).

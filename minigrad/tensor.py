@@ -286,7 +286,7 @@ class Tensor:
             return str(self)
         return format(self._scalar(f"format (f'{{t:{spec}}}')"), spec)
 
-    # --- comparisons: not differentiable, they return plain bool tensors
+    # --- comparisons, // and %: not differentiable, they return plain tensors
 
     def __eq__(self, other):
         return Tensor._wrap(np.asarray(self.data == _data(other)))
@@ -308,6 +308,15 @@ class Tensor:
 
     def __invert__(self):
         return Tensor._wrap(~self.data)
+
+    def __floordiv__(self, other):  # (piecewise constant: no gradient, as PyTorch's floor_divide has none)
+        return Tensor._wrap(np.asarray(self.data // _data(other)))
+
+    def __rfloordiv__(self, other):
+        return Tensor._wrap(np.asarray(_data(other) // self.data))
+
+    def __mod__(self, other):
+        return Tensor._wrap(np.asarray(self.data % _data(other)))
 
 
 class ElementCount(int):

@@ -97,7 +97,7 @@ def one_hot(tensor, num_classes: int = -1) -> Tensor:
     """Integer class ids (any shape) as one-hot rows: shape + (num_classes,), int64 (as PyTorch's)."""
     ids = _array(tensor)
     if ids.dtype.kind not in "iu":
-        raise TypeError(f"one_hot: the class ids must be integers, got {ids.dtype}; write F.one_hot(t.long())")
+        raise TypeError(f"one_hot: the class ids must be integers, got {ids.dtype}; write F.one_hot(x.long())")
     n = int(ids.max()) + 1 if num_classes == -1 and ids.size else max(num_classes, 0)
     if ids.size and (ids.min() < 0 or ids.max() >= n):
         raise ValueError(f"one_hot: class ids must be in [0, {n}), got min {ids.min()}, max {ids.max()}")
