@@ -485,7 +485,7 @@ class std:
         return np.sqrt(var.forward(x, axis=axis, ddof=ddof, keepdims=keepdims))
 
     def vjp(g, out, x, *, axis=None, ddof=0, keepdims=False):
-        # d std = d var / (2 std); var's gradient is 2 (x - mean) / (n - ddof), so d std = (x - mean) / ((n - ddof) std).
+        # d std = d var / (2 std): var's VJP given g / (2 std).
         flat = out.data == 0  # a constant row: 0 / 0 in the formula; its gradient is 0
         safe = out.masked_fill(flat, 1.0) if flat.any() else out
         (grad_var,) = var.vjp(g / safe * 0.5, None, x, axis=axis, ddof=ddof, keepdims=keepdims)

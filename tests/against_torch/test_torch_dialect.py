@@ -185,7 +185,8 @@ def _function_rows() -> list:
 def _constructor_rows() -> list:
     return [(code, None) for code in (
         "T.tensor([[0, 5, 3]])", "T.tensor([1, 2, 3])", "T.tensor(3)", "T.tensor(2.5)", "T.tensor([1.0, 2.0])",
-        "T.tensor([1, 2.5])", "T.tensor([True, False])", "T.tensor(True)", "T.tensor([])", "T.tensor([[1, 2]], dtype=T.float32)",
+        "T.tensor([1, 2.5])", "T.tensor([True, False])", "T.tensor(True)", "T.tensor([])",
+        "T.tensor([[1, 2]], dtype=T.float32)",
         "T.tensor([1.5], dtype=T.float64)", "T.tensor([1, 2], dtype=T.long)", "T.tensor([0.7], dtype=T.int64)",
         "T.tensor([1, 2], device='cpu')", "T.tensor([1.0], requires_grad=True)",
         "T.zeros(2, 3)", "T.zeros((2, 3))", "T.zeros(2, 3, dtype=T.long)", "T.zeros([2])", "T.zeros(0)",
