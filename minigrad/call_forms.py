@@ -184,7 +184,7 @@ def _correction(who: str, x: Tensor, dim, unbiased, keepdim, correction, axis, d
         raise TypeError(f"{who}: give one of correction=, unbiased= and ddof=, as "
                         f"x.{who}(dim={dims!r}, keepdim={keep!r}, correction=1)")
     if given:
-        amount = int(given[0]) if unbiased is None else (1 if unbiased else 0)
+        amount = given[0] if unbiased is None else (1 if unbiased else 0)
     elif numpy_words and torch_words:
         raise TypeError(f"{who}: NumPy's {'= and '.join(numpy_words)}= (default ddof=0) mixed with PyTorch's "
                         f"{'= and '.join(torch_words)}= (default correction=1): write "
