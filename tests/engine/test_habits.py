@@ -17,7 +17,6 @@ import minigrad as mg
 from minigrad import nn, optim
 from minigrad.nn import functional as F
 
-
 # --------------------------------------------------------------------------------------
 # PyTorch's spellings, with PyTorch's meaning
 # --------------------------------------------------------------------------------------
