@@ -800,6 +800,35 @@ bind(None, "multinomial")(_random.multinomial)
 
 
 # --------------------------------------------------------------------------------------
+# PyTorch's names minigrad does not have: what to write instead
+# --------------------------------------------------------------------------------------
+
+INSTEAD = {
+    "add_": "x += v", "sub_": "x -= v", "mul_": "x *= v", "div_": "x /= v", "fill_": "x[...] = v",
+    "copy_": "x[...] = src", "clamp_": "x[...] = x.clamp(lo, hi)",
+    "masked_fill_": "x = x.masked_fill(mask, v)", "exp_": "x = x.exp()", "tanh_": "x = x.tanh()",
+    "new_zeros": "mg.zeros(shape, dtype=x.dtype)", "new_ones": "mg.ones(shape, dtype=x.dtype)",
+    "new_tensor": "mg.tensor(data, dtype=x.dtype)", "new_full": "mg.full(shape, v, dtype=x.dtype)",
+    "index_select": "x[idx] (dim 0) or x[:, idx] (dim 1), idx an int64 tensor",
+    "gather": "x[rows, idx] with rows = mg.arange(len(x)) (an int64 index per row)",
+    "cumsum": "a sum of slices, or x.numpy().cumsum(dim) outside the graph",
+    "norm": "(x ** 2).sum().sqrt()", "square": "x ** 2", "rsqrt": "x.sqrt() ** -1", "sign": "x / x.abs()",
+    "unfold": "x[..., i:i + size] slices and mg.stack",
+}
+
+
+def _missing(self, name: str):
+    """``x.add_(v)`` and the other PyTorch names minigrad lacks: an AttributeError saying what to write."""
+    if name in INSTEAD:
+        raise AttributeError(f"'Tensor' object has no attribute {name!r}: minigrad spells it {INSTEAD[name]} "
+                             f"(in-place writes under `with mg.no_grad():`, as the README's in-place rules say)")
+    raise AttributeError(f"'Tensor' object has no attribute {name!r}")
+
+
+bind(None, "__getattr__")(_missing)
+
+
+# --------------------------------------------------------------------------------------
 # mg. functions: the same forms with the tensor as the first argument
 # --------------------------------------------------------------------------------------
 

@@ -36,15 +36,19 @@ def resolve_rng(rng: np.random.Generator | None, seed: int | None = None, who: s
     return default_rng() if rng is None else rng
 
 
-def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, rng: np.random.Generator | None = None) -> Tensor:
-    """Fill ``tensor`` with draws from U(a, b)."""
-    tensor.data = resolve_rng(rng).uniform(a, b, size=tensor.shape).astype(tensor.dtype)
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, rng: np.random.Generator | None = None,
+             generator=None) -> Tensor:
+    """Fill ``tensor`` with draws from U(a, b) (``generator=``, PyTorch's name, is ``rng``)."""
+    tensor.data = resolve_rng(rng if generator is None else generator).uniform(a, b, size=tensor.shape) \
+        .astype(tensor.dtype)
     return tensor
 
 
-def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, rng: np.random.Generator | None = None) -> Tensor:
-    """Fill ``tensor`` with draws from N(mean, std**2)."""
-    tensor.data = (mean + std * resolve_rng(rng).standard_normal(tensor.shape)).astype(tensor.dtype)
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, rng: np.random.Generator | None = None,
+            generator=None) -> Tensor:
+    """Fill ``tensor`` with draws from N(mean, std**2) (``generator=``, PyTorch's name, is ``rng``)."""
+    draws = resolve_rng(rng if generator is None else generator).standard_normal(tensor.shape)
+    tensor.data = (mean + std * draws).astype(tensor.dtype)
     return tensor
 
 

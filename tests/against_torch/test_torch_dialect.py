@@ -407,6 +407,11 @@ UNSUPPORTED = [  # (code, the code its message must name, which then runs)
     ("mg.randint(10)", "mg.randint(low, high, size)"),
     ("mg.multinomial(mg.tensor([1.0, 2.0]), 3)", "replacement=True"),
     ("mg.cat([x, x], dim=0, axis=0)", "cat(..., dim=0)"),
+    ("x.add_(1.0)", "x += v"),
+    ("x.masked_fill_(x > 0, 0.0)", "x = x.masked_fill(mask, v)"),
+    ("x.new_zeros((2, 3))", "mg.zeros(shape, dtype=x.dtype)"),
+    ("x.index_select(0, mg.tensor([1, 0]))", "x[idx] (dim 0)"),
+    ("x.norm()", "(x ** 2).sum().sqrt()"),
 ]
 RUNNABLE = {  # what the named code is run as, where it is a fragment of a line
     "device='cpu'": "mg.zeros(2, device='cpu')",
@@ -414,7 +419,11 @@ RUNNABLE = {  # what the named code is run as, where it is a fragment of a line
     "mg.randint(low, high, size)": "mg.randint(0, 10, (3,))",
     "replacement=True": "mg.multinomial(mg.tensor([1.0, 2.0]), 3, replacement=True)",
     "cat(..., dim=0)": "mg.cat([x, x], dim=0)",
-    "F.one_hot(x.long())": "F.one_hot(x.abs().long())",  # (x is the random input: its negatives have no class)
+    "F.one_hot(x.long())": "F.one_hot(x.abs().long())",
+    "x += v": "x += 1.0",
+    "x = x.masked_fill(mask, v)": "x.masked_fill(x > 0, 0.0)",
+    "mg.zeros(shape, dtype=x.dtype)": "mg.zeros((2, 3), dtype=x.dtype)",
+    "x[idx] (dim 0)": "x[mg.tensor([1, 0])]",  # (x is the random input: its negatives have no class)
 }
 
 
@@ -422,7 +431,7 @@ RUNNABLE = {  # what the named code is run as, where it is a fragment of a line
 def test_a_refused_spelling_names_the_code_to_write_and_that_code_runs(code, suggestion):
     x = mg.tensor(_input((2, 3, 4), 0))
     names = {"x": x, "mg": mg, "np": np, "F": mg_F, "dtype": np.dtype}
-    with pytest.raises((TypeError, ValueError, RuntimeError)) as refused:
+    with pytest.raises((TypeError, ValueError, RuntimeError, AttributeError)) as refused:
         eval(code, names)  # noqa: S307
     assert suggestion in str(refused.value), str(refused.value)
-    eval(RUNNABLE.get(suggestion, suggestion), names)  # noqa: S307  (runs: no exception)
+    exec(RUNNABLE.get(suggestion, suggestion), names)  # noqa: S102  (runs: no exception)
