@@ -8,6 +8,10 @@ named for its op (``Tensor.__mul__`` carries ``mul``'s docstring and leads
 cell) replaces its op; a different block that takes a name already in use is an
 error. ``ops.py`` and ``fused.py`` hold the blocks; the tests walk ``OPS``.
 
+A method whose spelling needs reading (``x.transpose(0, 1)``, ``x.var(0, keepdim=True)``,
+``x.max(-1)``) is a call form instead: ``call_forms.py`` writes it, and
+``bind_call_form`` binds it, named for its op as the op's own methods are.
+
 Calling an op, as a method, an operator or ``Op.__call__``, is ``apply``: run the
 forward on the inputs' arrays and, when a gradient may be wanted, record the op,
 its inputs and parameters on the output. That record is the graph backward walks.
