@@ -524,7 +524,12 @@ def transpose(self, *dims) -> Tensor:
     dim (= ``x.T``) and a tuple or three or more dims permute (= ``x.permute(...)``).
     """
     if len(dims) == 2 and not isinstance(dims[0], tuple | list):
-        a, b = (_axis_in("transpose", self, d) for d in dims)
+        a, b = dims
+        n = self.data.ndim
+        if type(a) is int and type(b) is int and -n <= a < n and -n <= b < n:  # (the hot path: attention's heads)
+            a, b = a % n, b % n
+        else:
+            a, b = _axis_in("transpose", self, a), _axis_in("transpose", self, b)
         if a == b:
             return self
         order = list(range(self.ndim))
