@@ -350,10 +350,12 @@ def _order(x: Tensor, d: int, descending: bool) -> np.ndarray:
 
 @bind("getitem", "sort")
 def sort(self, dim=-1, descending=False, stable=False, *, axis=None) -> ValuesIndices:
-    """(values, indices) sorted along ``dim``, ascending unless ``descending=True`` (ties keep their order)."""
+    """(values, indices) sorted along ``dim``, ascending unless ``descending=True`` (ties keep their order).
+
+    ``axis=`` names the dim too, as PyTorch takes it (NumPy's ``a.sort(axis)`` sorts in place and returns None).
+    """
     if axis is not None:
-        raise TypeError(f"sort: NumPy's a.sort(axis=...) sorts in place and returns None; minigrad's is PyTorch's, "
-                        f"returning (values, indices): write x.sort(dim={axis!r}).values")
+        dim = axis
     if not isinstance(descending, bool | np.bool_):
         raise TypeError(f"sort: descending must be True or False, got {descending!r} (NumPy's kind= is not taken: "
                         f"the sort is always stable)")

@@ -37,7 +37,9 @@ def test_ops_py_holds_math_only():
 # --------------------------------------------------------------------------------------
 
 DIALECT = README[README.index("## PyTorch code runs as written"):README.index("## Layers: `minigrad.nn`")]
-BOTH_WAYS = re.findall(r"^\| `([^`]+)` \| `([^`]+)` \| ([^|]+) \|$", DIALECT, flags=re.M)
+_TABLES = DIALECT.split("PyTorch also takes NumPy's `axis=`")
+BOTH_WAYS = re.findall(r"^\| `([^`]+)` \| `([^`]+)` \| ([^|]+) \|$", _TABLES[0], flags=re.M)
+NUMPY_KEYWORDS = re.findall(r"^\| `([^`]+)` \| `([^`]+)` \| ([^|]+) \|$", _TABLES[1], flags=re.M)
 
 
 def test_the_dialect_example_runs_as_written():
@@ -101,3 +103,15 @@ def test_the_table_of_calls_that_read_both_ways_is_true():
     pytest.importorskip("torch")
     for call, _, _ in BOTH_WAYS:  # the call, on minigrad, is what PyTorch does with it
         assert _same(_evaluate(call, "minigrad"), _evaluate(call, "torch")), call
+
+
+def test_the_table_of_pytorch_calls_with_numpys_keywords_is_true():
+    import pytest
+
+    assert len(NUMPY_KEYWORDS) >= 5
+    for call, _, _ in NUMPY_KEYWORDS:  # on minigrad the call is NumPy's meaning
+        assert _same(_evaluate(call, "minigrad"), _evaluate(call, "numpy")), call
+    pytest.importorskip("torch")
+    for call, pytorch_spelling, _ in NUMPY_KEYWORDS:  # PyTorch reads it otherwise: the second column, here
+        assert _same(_evaluate(pytorch_spelling, "minigrad"), _evaluate(call, "torch")), (call, pytorch_spelling)
+        assert not _same(_evaluate(call, "minigrad"), _evaluate(call, "torch")), call

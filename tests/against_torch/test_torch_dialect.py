@@ -106,7 +106,7 @@ def _sort_rows() -> list:
                 continue
             rows += [(f"x.sort({dim})", shape), (f"x.sort(dim={dim}, descending=True)", shape),
                      (f"x.sort({dim}, True).values", shape), (f"T.sort(x, {dim}).indices", shape),
-                     (f"x.argsort({dim})", shape), (f"x.topk(1, {dim})", shape),
+                     (f"x.argsort({dim})", shape), (f"x.topk(1, {dim})", shape), (f"x.sort(axis={dim})", shape),
                      (f"x.topk(1, dim={dim}, largest=False)", shape)]
         if shape:
             rows += [(f"x.topk({min(shape[-1], 2)})", shape), (f"T.topk(x, {min(shape[-1], 3)}).indices", shape)]
@@ -395,7 +395,6 @@ UNSUPPORTED = [  # (code, the code its message must name, which then runs)
     ("x.sum(0, np.float64)", "x.sum(0, dtype=mg.float64)"),
     ("x.mean(1, np.float32)", "x.mean(1, dtype=mg.float32)"),
     ("x.max(keepdim=True)", "x.amax(dim=None, keepdim=True)"),
-    ("x.sort(axis=0)", "x.sort(dim=0).values"),
     ("x.view(mg.float64)", "x.to(mg.float64)"),
     ("x.t() if x.ndim > 2 else x.unsqueeze(0).t()", "x.transpose(-2, -1)"),
     ("x.permute(1, 0)", "x.permute(0, 1, 2)"),
