@@ -45,6 +45,7 @@ from .autograd import (
 from .call_forms import ValuesIndices
 from .creation import (
     arange,
+    cuda,
     device,
     empty,
     eye,
@@ -82,7 +83,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "OPS", "AnomalyError", "Generator", "GradcheckError", "OpError", "Tensor", "VJPError", "ValuesIndices", "arange",
-    "backend", "backward", "call_forms", "composite_mode", "creation", "default_generator", "detect_anomaly",
+    "backend", "backward", "call_forms", "composite_mode", "creation", "cuda", "default_generator", "detect_anomaly",
     "device", "dtypes", "empty", "enable_grad", "eye", "from_numpy", "full", "full_like", "fused", "grad",
     "gradcheck", "gradgradcheck", "hessian", "hvp", "is_composite_mode", "is_grad_enabled", "jacobian", "jvp",
     "kernels", "linearize", "linspace", "manual_seed", "multinomial", "no_grad", "ones", "ones_like", "ops", "rand",

@@ -58,6 +58,18 @@ def check_device(spec, who: str) -> str:
 CPU = device("cpu")
 
 
+class cuda:  # noqa: N801  (torch.cuda's name)
+    """``mg.cuda.is_available()`` is False, so ``device = 'cuda' if torch.cuda.is_available() else 'cpu'`` runs."""
+
+    @staticmethod
+    def is_available() -> bool:
+        return False
+
+    @staticmethod
+    def device_count() -> int:
+        return 0
+
+
 # --------------------------------------------------------------------------------------
 # Constructors
 # --------------------------------------------------------------------------------------

@@ -111,6 +111,8 @@ def test_dtype_and_device_names():
         x.to("cuda")
     with pytest.raises(RuntimeError, match=r"device='cpu'"):
         mg.randn(2, device="cuda")
+    device = "cuda" if mg.cuda.is_available() else "cpu"  # nanoGPT's line
+    assert device == "cpu" and mg.zeros(1, device=mg.device(device)).device == "cpu"
     model = nn.Linear(2, 2)
     assert model.to("cpu") is model and model.to(mg.float64).weight.dtype == np.float64
 
