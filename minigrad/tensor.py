@@ -145,6 +145,12 @@ class Tensor:
     def __int__(self) -> int:
         return int(self._scalar("int"))
 
+    def __index__(self) -> int:
+        """A one-element integer tensor as an index: ``data[i:i + block_size]`` with ``i`` from ``randint``."""
+        if self.dtype.kind not in "iub":
+            raise TypeError(f"only integer tensors can be used as an index; this one is {self.dtype}")
+        return int(self._scalar("index"))
+
     def _scalar(self, who: str):
         if self.size != 1:
             raise TypeError(f"{who}(): only a one-element tensor converts to a Python number; this one has shape "
