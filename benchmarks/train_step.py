@@ -259,11 +259,15 @@ class OpCensus:
         # By module path: the package's own ``minigrad.tensor`` attribute is the tensor() function.
         # Every op call goes through ``apply``: today ``registry.apply``; older checkouts, run by
         # --baseline, had it in tensor.py, reached through an alias ``_apply`` in registry.py or ops.py.
+        # The call forms (call_forms.py: x.sum(dim), x.transpose(0, 1)...) hold their own name for it.
         has_registry = importlib.util.find_spec("minigrad.registry") is not None
         ops_module = importlib.import_module("minigrad.registry" if has_registry else "minigrad.ops")
         tensor_module = importlib.import_module("minigrad.tensor")
+        forms = (importlib.import_module("minigrad.call_forms"),) \
+            if importlib.util.find_spec("minigrad.call_forms") is not None else ()
         applies = [(m, name, getattr(m, name)) for m, name in
-                   ((ops_module, "apply"), (ops_module, "_apply"), (tensor_module, "apply")) if hasattr(m, name)]
+                   ((ops_module, "apply"), (ops_module, "_apply"), (tensor_module, "apply"),
+                    *((m, "apply") for m in forms)) if hasattr(m, name)]
         self.saved = [(op, "forward", op.forward) for op in self.mg.OPS.values()]
         self.saved += [(op, "vjp", op.vjp) for op in self.mg.OPS.values()]
         self.saved += applies

@@ -139,7 +139,7 @@ def scaling_table(rng: np.random.Generator, n: int = 64) -> list[tuple]:
         raw = q @ k.T  # (200, n)
         a_raw = raw.softmax(axis=-1).max(axis=1).mean()
         a_scaled = (raw / math.sqrt(d)).softmax(axis=-1).max(axis=1).mean()
-        rows.append((d, raw.var().sqrt().item(), a_raw.item(), a_scaled.item()))
+        rows.append((d, raw.var(ddof=0).sqrt().item(), a_raw.item(), a_scaled.item()))
     return rows
 
 

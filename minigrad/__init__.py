@@ -16,14 +16,16 @@ which run the optional [fast] backend's compiled forms). Layers live in
 ``minigrad.nn``, optimizers in ``minigrad.optim``, graph drawing in
 ``minigrad.viz`` (which imports graphviz only when used), checkpoints in
 ``minigrad.io``, in-place updates (``w -= v`` under ``no_grad``) in ``inplace.py``,
+``call_forms.py`` reads PyTorch's and NumPy's spellings of each method and
+``mg.`` function and applies the op it means (``x.transpose(0, 1)``, ``x.max(-1)``,
+``mg.split(...)``), ``creation.py`` and ``random.py`` make tensors (``mg.tensor``,
+``mg.randn(..., generator=g)``), ``dtypes.py`` has PyTorch's dtype names,
 and ``runtime.py`` has the process-wide settings an entry script may choose
 (the default random generator, BLAS threads, malloc), which importing minigrad
 leaves alone.
 """
 
-import numpy as np
-
-from . import fused, kernels, ops
+from . import call_forms, creation, dtypes, fused, kernels, ops, random
 from .autograd import (
     AnomalyError,
     GradcheckError,
@@ -40,67 +42,52 @@ from .autograd import (
     linearize,
     vjp,
 )
+from .call_forms import ValuesIndices
+from .creation import (
+    arange,
+    cuda,
+    device,
+    empty,
+    eye,
+    from_numpy,
+    full,
+    full_like,
+    linspace,
+    ones,
+    ones_like,
+    tensor,
+    zeros,
+    zeros_like,
+)
 from .kernels.backend import backend
 from .modes import composite_mode, enable_grad, is_composite_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .ops import OPS
-from .runtime import manual_seed
-from .tensor import OpError, Tensor, arange, ones, ones_like, randn, tensor, zeros, zeros_like
+from .random import Generator, default_generator, manual_seed, multinomial, rand, randint, randn, randperm
+from .tensor import OpError, Tensor
 
-# --------------------------------------------------------------------------------------
-# The table's ops as functions with NumPy's signatures: mg.stack([a, b], axis=0), mg.einsum(...)
-# --------------------------------------------------------------------------------------
-
-maximum, minimum = OPS["maximum"], OPS["minimum"]  # elementwise, as np.maximum / np.minimum: the ops themselves
-
-
-def where(cond, x, y) -> Tensor:
-    """``x`` where ``cond`` is True, else ``y``, as ``np.where`` (the condition is not differentiated)."""
-    cond = cond.data if isinstance(cond, Tensor) else cond
-    return OPS["where"](np.asarray(cond, dtype=bool), x, y)
+# The mg. functions PyTorch has (mg.split, mg.cat, mg.tanh, mg.max...): call_forms.py's forms, tensor first.
+globals().update(call_forms.functions)
+# PyTorch's dtype names (mg.float32, mg.long, mg.bool...), from dtypes.py: set here, after the code above, as
+# mg.float / mg.int / mg.bool would hide Python's builtins in this module.
+globals().update({name: getattr(dtypes, name) for name in dtypes.DTYPE_NAMES})
 
 
-def _numpy_names(who: str, pytorch: dict) -> None:
-    """PyTorch's ``dim=`` given to a function that takes NumPy's ``axis=``: say so, not "unexpected keyword"."""
-    if "dim" in pytorch:
-        raise TypeError(f"mg.{who} takes NumPy's axis= (not PyTorch's dim=): mg.{who}(..., axis={pytorch['dim']!r})")
-    if pytorch:
-        raise TypeError(f"mg.{who}() got an unexpected keyword argument {next(iter(pytorch))!r}")
+def __getattr__(name: str):
+    """``import minigrad as torch`` reaches ``torch.nn`` and ``torch.optim`` without a second import."""
+    if name in ("nn", "optim", "viz", "io"):
+        import importlib
 
-
-def concatenate(tensors, axis: int = 0, **pytorch) -> Tensor:
-    """Join tensors along an existing axis, as ``np.concatenate([a, b], axis)``."""
-    _numpy_names("concatenate", pytorch)
-    return OPS["concatenate"](*tensors, axis=axis)
-
-
-cat = concatenate
-
-
-def stack(tensors, axis: int = 0, **pytorch) -> Tensor:
-    """Join same-shaped tensors along a new axis, as ``np.stack([a, b], axis)``."""
-    _numpy_names("stack", pytorch)
-    return OPS["stack"](*tensors, axis=axis)
-
-
-def split(x: Tensor, sections, axis: int = 0, **pytorch) -> list[Tensor]:
-    """``np.split`` for tensors: ``sections`` equal parts, or cut at the given indices (``x.split``).
-
-    (NumPy's meaning, not PyTorch's: ``sections=2`` is two parts, not parts of size 2.)
-    """
-    _numpy_names("split", pytorch)
-    return x.split(sections, axis)
-
-
-def einsum(subscripts: str, *operands) -> Tensor:
-    """Einstein summation, as ``np.einsum("ij,jk->ik", a, b)``: the fused op ``einsum`` (``fused.py``)."""
-    return OPS["einsum"](*operands, subscripts=subscripts)
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'minigrad' has no attribute {name!r}")
 
 
 __all__ = [
-    "OPS", "AnomalyError", "GradcheckError", "OpError", "Tensor", "VJPError", "arange", "backend", "backward", "cat",
-    "composite_mode", "concatenate", "detect_anomaly", "einsum", "enable_grad", "fused", "grad", "gradcheck",
-    "gradgradcheck", "hessian", "hvp", "is_composite_mode", "is_grad_enabled", "jacobian", "jvp", "kernels",
-    "linearize", "manual_seed", "maximum", "minimum", "no_grad", "ones", "ones_like", "ops", "randn",
-    "set_grad_enabled", "split", "stack", "tensor", "vjp", "where", "zeros", "zeros_like",
+    "OPS", "AnomalyError", "Generator", "GradcheckError", "OpError", "Tensor", "VJPError", "ValuesIndices", "arange",
+    "backend", "backward", "call_forms", "composite_mode", "creation", "cuda", "default_generator", "detect_anomaly",
+    "device", "dtypes", "empty", "enable_grad", "eye", "from_numpy", "full", "full_like", "fused", "grad",
+    "gradcheck", "gradgradcheck", "hessian", "hvp", "is_composite_mode", "is_grad_enabled", "jacobian", "jvp",
+    "kernels", "linearize", "linspace", "manual_seed", "multinomial", "no_grad", "ones", "ones_like", "ops", "rand",
+    "randint", "randn", "random", "randperm", "set_grad_enabled", "tensor", "vjp", "zeros", "zeros_like",
+    *call_forms.functions, *dtypes.DTYPE_NAMES,
 ]
 __version__ = "0.1.0"

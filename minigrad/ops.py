@@ -258,7 +258,7 @@ class masked_fill:
         return g.masked_fill(mask.data, 0.0), None
 
 
-@op(method="clip")
+@op()
 class clip:
     """x limited to [lo, hi] (either may be None: no bound); the gradient is 1 inside (bounds included), 0 outside."""
     samples = [sample((4, 5), lo=-0.5, hi=0.7), sample((4, 5), lo=0.0, hi=None), sample((4, 5), lo=None, hi=0.2)]
@@ -430,14 +430,14 @@ class round_to:
 
 
 # --------------------------------------------------------------------------------------
-# Reductions (NumPy's axis= / keepdims= names)
+# Reductions (NumPy's axis= / keepdims= / ddof= here; call_forms.py reads PyTorch's dim= / keepdim= / correction=)
 # --------------------------------------------------------------------------------------
 
 _REDUCE = [sample((3, 4)), sample((3, 4), axis=1), sample((2, 3, 4), axis=(0, 2), keepdims=True),
            sample((2, 3, 4), axis=-1)]
 
 
-@op(method="sum")
+@op()
 class sum:
     """Sum over ``axis`` (None: all axes)."""
     samples = _REDUCE
@@ -449,7 +449,7 @@ class sum:
         return (_unreduce(g, x.shape, axis, keepdims),)
 
 
-@op(method="mean")
+@op()
 class mean:
     """Mean over ``axis`` (None: all axes)."""
     samples = _REDUCE
@@ -462,7 +462,34 @@ class mean:
         return (_unreduce(g, x.shape, axis, keepdims) * (1.0 / count if count else 0.0),)
 
 
-@op(method="var")
+@op()
+class prod:
+    """Product over ``axis`` (None: all axes)."""
+    samples = _REDUCE
+
+    def forward(x, *, axis=None, keepdims=False):
+        return np.prod(x, axis=axis, keepdims=keepdims)
+
+    def vjp(g, out, x, *, axis=None, keepdims=False):
+        # d out / d x_i is the product of the others: out / x_i where x_i != 0. With a zero in the
+        # product, the others' product is formed directly (a constant: second order is not taken there).
+        kept = out.reshape(_kept_shape(x.shape, axis))
+        if (x.data != 0).all():
+            return (_unreduce(g, x.shape, axis, keepdims) * kept / x,)
+        return (_unreduce(g, x.shape, axis, keepdims) * _const(_others_product(x.data, axis), g),)
+
+
+def _others_product(x: np.ndarray, axis) -> np.ndarray:
+    """For each element, the product of the other elements of its reduction (exact with zeros)."""
+    axes = _axes(axis, x.ndim)
+    moved = np.moveaxis(x, axes, tuple(range(x.ndim - len(axes), x.ndim)))
+    flat = moved.reshape(moved.shape[:x.ndim - len(axes)] + (-1,))
+    before = np.cumprod(np.concatenate([np.ones_like(flat[..., :1]), flat[..., :-1]], axis=-1), axis=-1)
+    after = np.flip(np.cumprod(np.concatenate([np.ones_like(flat[..., :1]), np.flip(flat, -1)[..., :-1]], -1), -1), -1)
+    return np.moveaxis((before * after).reshape(moved.shape), tuple(range(x.ndim - len(axes), x.ndim)), axes)
+
+
+@op()
 class var:
     """Variance over ``axis`` with ``ddof`` (0: population variance, as NumPy's default)."""
     samples = _REDUCE + [sample((3, 5), axis=1, ddof=1)]
@@ -480,6 +507,24 @@ class var:
         return (_unreduce(g, x.shape, axis, keepdims) * centred * (2.0 / dof if dof != 0 else math.inf),)
 
 
+@op()
+class std:
+    """Standard deviation over ``axis`` with ``ddof``: sqrt(var); where it is 0 the gradient is 0 (as PyTorch)."""
+    samples = _REDUCE + [sample((3, 5), axis=1, ddof=1)]
+
+    def forward(x, *, axis=None, ddof=0, keepdims=False):
+        return np.sqrt(var.forward(x, axis=axis, ddof=ddof, keepdims=keepdims))
+
+    def vjp(g, out, x, *, axis=None, ddof=0, keepdims=False):
+        # d std = d var / (2 std): var's VJP given g / (2 std).
+        flat = out.data == 0  # a constant row: 0 / 0 in the formula; its gradient is 0
+        safe = out.masked_fill(flat, 1.0) if flat.any() else out
+        (grad_var,) = var.vjp(g / safe * 0.5, None, x, axis=axis, ddof=ddof, keepdims=keepdims)
+        if flat.any():
+            grad_var = grad_var.masked_fill(np.broadcast_to(flat.reshape(_kept_shape(x.shape, axis)), x.shape), 0.0)
+        return (grad_var,)
+
+
 def _extreme_vjp(g, out, x, axis, keepdims):
     # Every element equal to the extreme gets an equal share of the gradient
     # (ties split it evenly, so the total is preserved).
@@ -488,13 +533,12 @@ def _extreme_vjp(g, out, x, axis, keepdims):
     return (_unreduce(g, x.shape, axis, keepdims) * _const(share, g),)
 
 
-@op(method="max")
+@op()
 class max:
     """Maximum over ``axis``. Tied maxima share the gradient equally (as ``torch.amax``).
 
-    NumPy's meaning: ``x.max(-1)`` is the maxima alone, not PyTorch's (values,
-    indices) pair, so ``v, i = x.max(-1)`` on two rows unpacks the two row maxima.
-    The indices are ``x.argmax(-1)``.
+    ``x.amax(dim)`` and NumPy's ``x.max(axis=d)``; PyTorch's ``x.max(dim)`` is (values,
+    indices), the values picked by ``getitem`` (``call_forms.py``).
     """
     samples = _REDUCE
 
@@ -505,11 +549,11 @@ class max:
         return _extreme_vjp(g, out, x, axis, keepdims)
 
 
-@op(method="min")
+@op()
 class min:
     """Minimum over ``axis``. Tied minima share the gradient equally (as ``torch.amin``).
 
-    NumPy's meaning: the minima alone, not PyTorch's (values, indices); the indices are ``x.argmin(axis)``.
+    ``x.amin(dim)`` and NumPy's ``x.min(axis=d)``; PyTorch's ``x.min(dim)`` is (values, indices).
     """
     samples = _REDUCE
 
@@ -520,7 +564,7 @@ class min:
         return _extreme_vjp(g, out, x, axis, keepdims)
 
 
-@op(method="logsumexp")
+@op()
 class logsumexp:
     """log(sum(exp(x))) over ``axis``, shifted by the max so large inputs cannot overflow."""
     samples = _REDUCE + [sample((3, 4), axis=1, keepdims=True)]
@@ -551,7 +595,7 @@ class logsumexp:
         return (_unreduce(g, x.shape, axis, keepdims) * weights,)
 
 
-@op(method="softmax")
+@op()
 class softmax:
     """exp(x) / sum(exp(x)) over ``axis``, stable for large inputs.
 
@@ -572,7 +616,7 @@ class softmax:
         return (out * (g - (g * out).sum(axis=axis, keepdims=True)),)
 
 
-@op(method="log_softmax")
+@op()
 class log_softmax:
     """x - logsumexp(x) over ``axis``, stable for large inputs (-inf in, -inf out)."""
     samples = [sample((3, 5)), sample((2, 3, 4), axis=1), sample((3, 4), axis=0)]
@@ -666,7 +710,7 @@ class transpose:
 
     def vjp(g, out, x, *, axes=None):
         inverse = None if axes is None else tuple(sorted(range(x.ndim), key=lambda i: axes[i] % x.ndim))
-        return (g.transpose(inverse),)
+        return (g.permute(inverse) if inverse is not None else g.transpose(),)
 
 
 @op()
@@ -737,7 +781,7 @@ class stack:
         return tuple(g[lead + (i,)] for i in range(len(xs)))
 
 
-@op(method="tril")
+@op()
 class tril:
     """Keep the lower triangle of the last two axes (entries above diagonal ``k`` become 0)."""
     samples = [sample((4, 4)), sample((2, 3, 4), k=1)]
@@ -751,7 +795,7 @@ class tril:
         return (g.tril(k=k),)
 
 
-@op(method="triu")
+@op()
 class triu:
     """Keep the upper triangle of the last two axes (entries below diagonal ``k`` become 0)."""
     samples = [sample((4, 4)), sample((2, 3, 4), k=-1)]
@@ -763,55 +807,3 @@ class triu:
 
     def vjp(g, out, x, *, k=0):
         return (g.triu(k=k),)
-
-
-# --------------------------------------------------------------------------------------
-# Tensor methods with NumPy's call forms (x.reshape(2, 3) as well as x.reshape((2, 3)))
-# --------------------------------------------------------------------------------------
-
-
-def _shape_arg(shape: tuple) -> tuple:
-    return tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], tuple | list) else tuple(shape)
-
-
-def _reshape(self, *shape) -> Tensor:
-    """The same data in a new shape: ``x.reshape(2, -1)`` or ``x.reshape((2, -1))``."""
-    return reshape(self, shape=_shape_arg(shape))
-
-
-def _transpose(self, *axes) -> Tensor:
-    """Permute the axes: ``x.transpose(1, 0, 2)``; no axes reverses them."""
-    axes = axes[0] if len(axes) == 1 and isinstance(axes[0], tuple | list | type(None)) else axes
-    return transpose(self, axes=tuple(axes) if axes else None)
-
-
-def _broadcast_to(self, *shape) -> Tensor:
-    """Broadcast to ``shape`` (a view); the gradient is summed back to this tensor's shape."""
-    shape = _shape_arg(shape)
-    return self if shape == self.shape else broadcast_to(self, shape=shape)
-
-
-def _getitem(self, index) -> Tensor:
-    """``x[index]``, with NumPy's indexing; Tensors and lists in the index are taken as arrays."""
-    def as_array(part):
-        if isinstance(part, Tensor):
-            return part.data
-        return np.asarray(part) if isinstance(part, list) else part
-
-    return getitem(self, index=tuple(map(as_array, index)) if isinstance(index, tuple) else as_array(index))
-
-
-def _pow(self, exponent) -> Tensor:
-    """``x ** 2`` (a number exponent) or ``x ** y`` (a tensor exponent, x positive)."""
-    if isinstance(exponent, Tensor | np.ndarray):
-        return pow_tensor(self, exponent)
-    return pow(self, exponent=exponent)
-
-
-Tensor.reshape = _reshape
-Tensor.transpose = Tensor.permute = _transpose
-Tensor.broadcast_to = Tensor.expand = _broadcast_to
-Tensor.__getitem__ = _getitem
-Tensor.__pow__ = _pow
-Tensor.__rpow__ = lambda self, base: pow_tensor(base, self)
-Tensor.__neg__ = lambda self: neg(self)

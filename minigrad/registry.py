@@ -8,6 +8,10 @@ named for its op (``Tensor.__mul__`` carries ``mul``'s docstring and leads
 cell) replaces its op; a different block that takes a name already in use is an
 error. ``ops.py`` and ``fused.py`` hold the blocks; the tests walk ``OPS``.
 
+A method whose spelling needs reading (``x.transpose(0, 1)``, ``x.var(0, keepdim=True)``,
+``x.max(-1)``) is a call form instead: ``call_forms.py`` writes it, and
+``bind_call_form`` binds it, named for its op as the op's own methods are.
+
 Calling an op, as a method, an operator or ``Op.__call__``, is ``apply``: run the
 forward on the inputs' arrays and, when a gradient may be wanted, record the op,
 its inputs and parameters on the output. That record is the graph backward walks.
@@ -16,6 +20,7 @@ its inputs and parameters on the output. That record is the graph backward walks
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -156,10 +161,11 @@ def apply(op, *inputs, **params) -> Tensor:
         out = op.forward(*arrays, **params)
     except (ValueError, IndexError, TypeError) as err:
         renamed = {new: params[old] for old, new in (("dim", "axis"), ("keepdim", "keepdims")) if old in params}
-        if renamed:  # PyTorch's spelling: say NumPy's
+        if renamed:  # PyTorch's spelling given to a block, whose parameters are NumPy's
             spelled = ", ".join(f"{name}={value!r}" for name, value in renamed.items())
-            raise OpError(f"{op.name}: minigrad takes NumPy's argument names, axis= and keepdims= (not PyTorch's "
-                          f"dim= and keepdim=): x.{op.name}({spelled}) ({_describe(tensors, params)})") from None
+            raise OpError(f"{op.name}: the op table's blocks take NumPy's parameter names: OPS[{op.name!r}](x, "
+                          f"{spelled}) (the Tensor methods take PyTorch's dim= and keepdim= too) "
+                          f"({_describe(tensors, params)})") from None
         raise OpError(f"{op.name}: {err} ({_describe(tensors, params)})") from None
     saved = None
     if type(out) is tuple:  # (output, saved): the forward kept something for its VJP
@@ -225,8 +231,12 @@ def op(method: str | None = None, operator: str | None = None):
         for attribute in _attributes(method, operator):
             holder = _bound_by(attribute)
             if holder is not None and (holder is _TENSOR_OWN or holder.origin != origin):
-                owner = "one of Tensor's own methods" if holder is _TENSOR_OWN else \
-                    f"bound by op {holder.name!r} ({holder.origin}); unregister({holder.name!r}) frees it"
+                if holder is _TENSOR_OWN:
+                    owner = "one of Tensor's own methods"
+                elif getattr(vars(Tensor)[attribute], "_call_form", False):
+                    owner = f"a call form of op {holder.name!r} (minigrad/call_forms.py)"
+                else:
+                    owner = f"bound by op {holder.name!r} ({holder.origin}); unregister({holder.name!r}) frees it"
                 raise ValueError(f"op {name!r} ({origin}): Tensor.{attribute} is already {owner}. "
                                  f"Pick another method= / operator= for this op")
         new = Op(name, block.forward, block.vjp, list(getattr(block, "samples", [])),
@@ -339,3 +349,33 @@ def _method(op: Op):
     method.__signature__ = signature.replace(parameters=shown, return_annotation="Tensor")
     method.__doc__ = f"The op ``{op.name}`` ({op.origin}).\n\n{op.doc}"
     return method
+
+
+def bind_call_form(function, name: str, op_name: str | None) -> None:
+    """Put ``function`` on ``Tensor`` as ``Tensor.<name>``: a call form (``call_forms.py``) of op ``op_name``.
+
+    A call form reads PyTorch's and NumPy's spellings of a call and applies the op.
+    ``help(Tensor.<name>)`` shows the form's docstring, then the op's; ``inspect.getsource``
+    leads to the op's block; and no other op's block can take the name. A property
+    (``x.mT``) is bound as it is.
+    """
+    op = OPS[op_name] if op_name else None
+    current = vars(Tensor).get(name)
+    if current is not None and not getattr(current, "_call_form", False) and not isinstance(current, property):
+        raise ValueError(f"Tensor.{name} is already {_bound_by(name)!r}; a call form cannot take its name")
+    if isinstance(function, property):
+        setattr(Tensor, name, function)
+        return
+    bound = types.FunctionType(function.__code__, function.__globals__, name, function.__defaults__,
+                               function.__closure__)  # a copy: one form may be bound under several names
+    bound.__kwdefaults__ = function.__kwdefaults__
+    bound.__signature__ = inspect.signature(function)
+    bound.__qualname__ = f"Tensor.{name}"
+    bound.__module__ = function.__module__
+    doc = inspect.cleandoc(function.__doc__ or "")
+    bound.__doc__ = doc if op is None else f"{doc}\n\nA call form of the op ``{op.name}`` ({op.origin}):\n\n{op.doc}"
+    if op is not None:
+        bound.__wrapped__ = op.block  # inspect.getsource(Tensor.var) shows the op's block
+        bound._bound_by_op = op  # so no other block takes the name
+    bound._call_form = True
+    setattr(Tensor, name, bound)

@@ -8,7 +8,9 @@ This file holds the array-like basics. The arithmetic comes from the op table:
 as each block of ``ops.py`` is registered, ``registry.py`` binds its method and
 operators here (``x * w`` is ``Tensor.__mul__``, bound to the ``mul`` block;
 ``help(Tensor.__mul__)`` shows that block's docstring), and ``registry.apply``
-runs the op and records it. So adding an op adds its method too.
+runs the op and records it. So adding an op adds its method too. Methods whose
+spelling needs reading (``x.transpose(0, 1)``, ``x.var(0, keepdim=True)``,
+``x.max(-1)``, ``x.to('cpu')``) are call forms, bound from ``call_forms.py``.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ import operator
 
 import numpy as np
 
+from . import modes as _modes
 from . import versions as _versions
-from .runtime import default_rng as _default_rng
 
 
 class OpError(ValueError):
@@ -169,6 +171,12 @@ class Tensor:
     def __int__(self) -> int:
         return int(self._scalar("int"))
 
+    def __index__(self) -> int:
+        """A one-element integer tensor as an index: ``data[i:i + block_size]`` with ``i`` from ``randint``."""
+        if self.dtype.kind not in "iub":
+            raise TypeError(f"only integer tensors can be used as an index; this one is {self.dtype}")
+        return int(self._scalar("index"))
+
     def _scalar(self, who: str):
         if self.size != 1:
             raise TypeError(f"{who}(): only a one-element tensor converts to a Python number; this one has shape "
@@ -190,6 +198,9 @@ class Tensor:
     # others see the plain array only when no gradient is at stake.
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method == "__call__" and len(inputs) == 2 and ufunc in _NUMPY_UPDATES and kwargs.keys() == {"out"} \
+                and kwargs["out"][0] is inputs[0] and type(inputs[0]) is np.ndarray:
+            return _update_array(ufunc, *inputs)  # `p.data += -lr * p.grad`: the update goes to p's array
         if method == "__call__" and not kwargs and len(inputs) == 2 and ufunc in _NUMPY_OPERATORS:
             forward, reflected = _NUMPY_OPERATORS[ufunc]
             a, b = inputs
@@ -300,9 +311,15 @@ class Tensor:
         """A copy of the data that stays in the graph (its gradient flows back to this tensor)."""
         return self.astype(self.dtype)  # the astype op copies, and records itself
 
-    def view(self, *shape) -> Tensor:
-        """PyTorch's name for ``reshape``: the same data in a new shape (a NumPy view where the layout allows)."""
-        return self.reshape(*shape)
+    def dim(self) -> int:
+        """The number of dims (PyTorch's name for NumPy's ``t.ndim``)."""
+        return self.data.ndim
+
+    ndimension = dim
+
+    def nelement(self) -> int:
+        """The number of elements (``numel``)."""
+        return self.data.size
 
     def __abs__(self) -> Tensor:
         return self.abs()
@@ -313,55 +330,7 @@ class Tensor:
             return str(self)
         return format(self._scalar(f"format (f'{{t:{spec}}}')"), spec)
 
-    # --- shape helpers built on table ops ------------------------------------------------
-    # reshape, transpose (permute), broadcast_to (expand), [] and ** are bound from the table in ops.py,
-    # with NumPy's call forms (x.reshape(2, 3) as well as x.reshape((2, 3))).
-
-    def swapaxes(self, axis1: int, axis2: int) -> Tensor:
-        """Exchange two axes (a transpose)."""
-        axis1, axis2 = _check_axis("swapaxes", self, axis1), _check_axis("swapaxes", self, axis2)
-        axes = list(range(self.ndim))
-        axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
-        return self.transpose(axes)
-
-    def unsqueeze(self, axis: int) -> Tensor:
-        axis = _check_axis("unsqueeze", self, axis, self.ndim + 1)
-        return self.reshape(self.shape[:axis] + (1,) + self.shape[axis:])
-
-    def squeeze(self, axis=None) -> Tensor:
-        if axis is None:
-            return self.reshape(tuple(n for n in self.shape if n != 1))
-        axes = {_check_axis("squeeze", self, a) for a in ((axis,) if isinstance(axis, int) else axis)}
-        bad = [a for a in axes if self.shape[a] != 1]
-        if bad:
-            raise OpError(f"squeeze: axis {bad[0]} has size {self.shape[bad[0]]}, not 1 "
-                          f"(input {self.shape} {self.dtype})")
-        return self.reshape(tuple(n for i, n in enumerate(self.shape) if i not in axes))
-
-    def flatten(self) -> Tensor:
-        return self.reshape(-1)
-
-    def split(self, sections, axis: int = 0) -> list[Tensor]:
-        """Split into equal ``sections`` (an int) or at the given indices, like ``np.split``."""
-        axis = _check_axis("split", self, axis)
-        size = self.shape[axis]
-        if isinstance(sections, int):
-            if sections <= 0 or size % sections:
-                raise OpError(f"split: axis {axis} of size {size} does not divide into {sections} equal parts "
-                              f"(input {self.shape} {self.dtype})")
-            cuts = list(range(0, size + 1, size // sections))
-        else:
-            cuts = [0, *sections, size]
-        lead = (slice(None),) * axis
-        return [self[lead + (slice(lo, hi),)] for lo, hi in zip(cuts[:-1], cuts[1:])]
-
-    def float(self) -> Tensor:
-        return self.astype(np.float32)
-
-    def double(self) -> Tensor:
-        return self.astype(np.float64)
-
-    # --- comparisons and argmax: not differentiable, they return plain (bool/int) tensors
+    # --- comparisons, // and %: not differentiable, they return plain tensors
 
     def __eq__(self, other):
         return Tensor._wrap(np.asarray(self.data == _data(other)))
@@ -384,11 +353,14 @@ class Tensor:
     def __invert__(self):
         return Tensor._wrap(~self.data)
 
-    def argmax(self, axis=None, keepdims=False) -> Tensor:
-        return Tensor._wrap(np.asarray(self.data.argmax(axis=axis, keepdims=keepdims)))
+    def __floordiv__(self, other):  # (piecewise constant: no gradient, as PyTorch's floor_divide has none)
+        return Tensor._wrap(np.asarray(self.data // _data(other)))
 
-    def argmin(self, axis=None, keepdims=False) -> Tensor:
-        return Tensor._wrap(np.asarray(self.data.argmin(axis=axis, keepdims=keepdims)))
+    def __rfloordiv__(self, other):
+        return Tensor._wrap(np.asarray(_data(other) // self.data))
+
+    def __mod__(self, other):
+        return Tensor._wrap(np.asarray(self.data % _data(other)))
 
 
 class ElementCount(int):
@@ -433,6 +405,22 @@ _NUMPY_OPERATORS = {
     np.less: ("__lt__", "__gt__"), np.less_equal: ("__le__", "__ge__"), np.greater: ("__gt__", "__lt__"),
     np.greater_equal: ("__ge__", "__le__"),
 }
+_NUMPY_UPDATES = {np.add: "+=", np.subtract: "-=", np.multiply: "*=", np.true_divide: "/="}
+
+
+def _update_array(ufunc, array: np.ndarray, other: Tensor) -> np.ndarray:
+    """``array += t`` for the array a tensor's ``.data`` names: written in place, as PyTorch's ``p.data += ...``.
+
+    ``p.data`` is p's array, outside the graph (PyTorch's: a detached alias), so the update changes
+    p and is not recorded (nor tracked for backward, as in PyTorch). A right-hand side that requires
+    grad, while the graph is recorded, is refused: the update could not carry its gradient.
+    """
+    if other.requires_grad and _modes.state.grad_enabled:
+        raise RuntimeError(f"p.data {_NUMPY_UPDATES[ufunc]} value: the value requires grad, and an update of .data "
+                           f"is outside the graph; compute it under `with mg.no_grad():` (or use .detach())")
+    return ufunc(array, other.data, out=array, casting="same_kind")
+
+
 # NumPy names whose Tensor method has another name.
 _METHOD_FOR = {"amax": "max", "amin": "min", "absolute": "abs", "negative": "__neg__ (-t)", "true_divide": "div",
                "concatenate": "mg.concatenate", "stack": "mg.stack", "where": "mg.where", "maximum": "mg.maximum",
@@ -458,56 +446,6 @@ def _numpy_function(shown: str, name: str, args, kwargs, call):
         return x
 
     return call(plain(list(args)), {k: plain(v) for k, v in kwargs.items()})
-
-
-def _check_axis(name: str, t: Tensor, axis: int, ndim: int | None = None) -> int:
-    """``axis`` as a positive index below ``ndim`` (default ``t.ndim``); an OpError if out of range.
-
-    Python's ``%`` alone would silently wrap a bad axis round to a valid one.
-    """
-    ndim = t.ndim if ndim is None else ndim
-    if not -ndim <= axis < ndim:
-        raise OpError(f"{name}: axis {axis} is out of range for {ndim} axes (input {t.shape} {t.dtype})")
-    return axis % ndim
-
-
-# --------------------------------------------------------------------------------------
-# Constructors (NumPy / PyTorch names)
-# --------------------------------------------------------------------------------------
-
-
-def tensor(data, requires_grad: bool = False, dtype=None, name: str | None = None) -> Tensor:
-    """Make a Tensor (numbers and lists become float32; ndarrays keep their dtype)."""
-    return Tensor(data, requires_grad=requires_grad, dtype=dtype, name=name)
-
-
-def zeros(*shape, dtype=np.float32, requires_grad=False) -> Tensor:
-    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
-    return Tensor(np.zeros(shape, dtype=dtype), requires_grad=requires_grad)
-
-
-def ones(*shape, dtype=np.float32, requires_grad=False) -> Tensor:
-    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
-    return Tensor(np.ones(shape, dtype=dtype), requires_grad=requires_grad)
-
-
-def zeros_like(t: Tensor, requires_grad=False) -> Tensor:
-    return Tensor(np.zeros_like(t.data), requires_grad=requires_grad)
-
-
-def ones_like(t: Tensor, requires_grad=False) -> Tensor:
-    return Tensor(np.ones_like(t.data), requires_grad=requires_grad)
-
-
-def arange(*args, dtype=None) -> Tensor:
-    return Tensor(np.arange(*args, dtype=dtype))
-
-
-def randn(*shape, rng: np.random.Generator | None = None, dtype=np.float32, requires_grad=False) -> Tensor:
-    """Standard-normal samples from ``rng`` (a NumPy Generator), else from the generator ``mg.manual_seed`` seeds."""
-    shape = shape[0] if len(shape) == 1 and isinstance(shape[0], tuple | list) else shape
-    rng = rng if rng is not None else _default_rng()
-    return Tensor(rng.standard_normal(shape).astype(dtype), requires_grad=requires_grad)
 
 
 from . import inplace as _inplace  # noqa: E402  (in-place updates are written on top of Tensor)

@@ -115,7 +115,7 @@ class CausalSelfAttention(nn.Module):
         q = self.q_proj(x).reshape(B, T, self.n_head, self.head_dim)  # (B, T, n_head, head_dim)
         k = self.k_proj(x).reshape(B, T, self.n_kv_head, self.head_dim)  # (B, T, n_kv_head, head_dim)
         v = self.v_proj(x).reshape(B, T, self.n_kv_head, self.head_dim)  # (B, T, n_kv_head, head_dim)
-        q, k, v = (t.transpose(0, 2, 1, 3) for t in (q, k, v))  # (B, heads, T, head_dim): one matrix per head
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (B, heads, T, head_dim): one matrix per head
         if self.rope is not None:
             q, k = self.rope(q, start), self.rope(k, start)  # rotated as positions start .. start + T - 1
         if cache is not None:
@@ -125,7 +125,7 @@ class CausalSelfAttention(nn.Module):
         y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_dropout if self.training else 0.0,
                                            is_causal=True, enable_gqa=self.n_kv_head < self.n_head,
                                            rng=self.rng)  # (B, n_head, T, head_dim)
-        y = y.transpose(0, 2, 1, 3).reshape(B, T, d_model)  # (B, T, d_model): the heads side by side
+        y = y.transpose(1, 2).reshape(B, T, d_model)  # (B, T, d_model): the heads side by side
         return self.out_proj(y)  # (B, T, d_model)
 
 

@@ -15,6 +15,13 @@ to the op's output, the output itself and the inputs, all as Tensors, and
 returns a tuple with one gradient per input: g times the derivative, by the
 chain rule. Use Tensor operations only (``g * out``, ``x.exp()``), never NumPy on
 ``.data``, or the second-order check fails. Read docs/adding_an_op.md first.
+
+The spelling these exercises expect is NumPy's, as the op table's blocks use it:
+the forwards are NumPy on ndarrays, the parameters are ``axis``/``keepdims``, and
+in the VJPs write ``g.sum(axis=0, keepdims=True)``. Tensor methods take PyTorch's
+spellings too (``g.sum(0, keepdim=True)`` is the same sum), but where the two
+read differently the keyword decides: ``x.var(axis=-1)`` is NumPy's population
+variance, ``x.var(-1)`` PyTorch's unbiased one (the README's "one dialect").
 """
 
 import numpy as np

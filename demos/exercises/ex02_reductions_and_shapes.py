@@ -63,7 +63,8 @@ class my_transpose:
         return x.transpose(axes)
 
     def vjp(g, out, x, *, axes):
-        # Undo the permutation: transpose g by the inverse permutation (np.argsort(axes) gives it).
+        # Undo the permutation: permute g by the inverse permutation (np.argsort(axes) gives it), with
+        # g.permute(order) or NumPy's g.transpose(order), order a tuple (g.transpose(0, 1), two dims, swaps them).
         raise NotImplementedError("exercise 2: my_transpose.vjp")
 
 

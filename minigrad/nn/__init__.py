@@ -12,6 +12,7 @@
 | ``transformer.py`` | TransformerBlock: pre-/post-norm, encoder / decoder / decoder with cross-attention |
 | ``recurrent.py``   | RNNCell, LSTMCell, GRUCell and the RNN, LSTM, GRU layers |
 | ``checks.py``      | the layers' input checks: tensors and dtypes, features, ids, masks, p, GELU's form |
+| ``utils.py``       | ``nn.utils.clip_grad_norm_``, PyTorch's home for it (the function is ``optim``'s) |
 | ``gradcheck_module.py`` | ``gradcheck_module(module, *inputs)``: a layer's parameters and inputs, in float64 |
 
 No layer has backward code: every gradient comes from the op table (core ops in
@@ -19,7 +20,7 @@ No layer has backward code: every gradient comes from the op table (core ops in
 differences with ``nn.gradcheck_module``, which a layer of your own can use too.
 """
 
-from . import checks, functional, init
+from . import checks, functional, init, utils
 from .attention import KVCache, MultiHeadAttention
 from .feedforward import MLP, SwiGLU
 from .gradcheck_module import gradcheck_module
@@ -35,5 +36,5 @@ __all__ = [
     "LSTMCell", "LayerNorm", "LearnedPositionalEmbedding", "Linear", "Module", "ModuleDict", "ModuleList",
     "MultiHeadAttention", "Parameter", "RMSNorm", "RNNCell", "ReLU", "RotaryEmbedding", "Sequential", "SiLU",
     "Sigmoid", "SinusoidalPositionalEncoding", "StateDictError", "SwiGLU", "Tanh", "TransformerBlock",
-    "checks", "functional", "gradcheck_module", "init", "manual_seed", "sinusoidal_encoding",
+    "checks", "functional", "gradcheck_module", "init", "manual_seed", "sinusoidal_encoding", "utils",
 ]

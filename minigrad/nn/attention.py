@@ -158,13 +158,13 @@ class MultiHeadAttention(Module):
             q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0, is_causal=is_causal,
             enable_gqa=True, rng=self.rng, return_weights=need_weights)
         out, weights = result if need_weights else (result, None)  # out: (B, n_heads, Tq, head_dim)
-        out = self.out_proj(out.transpose(0, 2, 1, 3).reshape(B, Tq, self.d_model))  # heads side by side
+        out = self.out_proj(out.transpose(1, 2).reshape(B, Tq, self.d_model))  # heads side by side
         return (out, weights) if need_weights else out
 
     def _split_heads(self, t: Tensor, n: int) -> Tensor:
         """(B, T, n * head_dim) -> (B, n, T, head_dim)."""
         B, T, _ = t.shape
-        return t.reshape(B, T, n, self.head_dim).transpose(0, 2, 1, 3)
+        return t.reshape(B, T, n, self.head_dim).transpose(1, 2)
 
     def _check_inputs(self, x: Tensor, memory: Tensor | None) -> None:
         check_input(self, x, "x", dtype=False)

@@ -70,14 +70,38 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     return fused.gelu(input, approximate=check_approximate(approximate))
 
 
-def softmax(input: Tensor, dim: int = -1) -> Tensor:
-    """exp(x) / sum(exp(x)) along ``dim`` (stable; an all -inf row gives zeros)."""
-    return input.softmax(axis=dim)
+def _softmax_dim(who: str, input: Tensor, dim, axis):
+    """The dim to normalise: ``dim=`` or ``axis=`` (both spellings); neither: the last, where PyTorch agrees."""
+    if dim is not None and axis is not None:
+        raise TypeError(f"{who}: dim= and axis= name the same thing; give one")
+    dim = dim if axis is None else axis
+    if dim is None:
+        if input.ndim > 2:  # PyTorch's implicit dim (deprecated) is 0 for 3-D input and 1 for 4-D: not the last
+            raise TypeError(f"{who}: pass the dim for a {input.ndim}-D input, e.g. F.{who}(x, dim=-1) "
+                            f"(PyTorch's implicit choice there is not the last dim)")
+        dim = -1
+    return dim
 
 
-def log_softmax(input: Tensor, dim: int = -1) -> Tensor:
-    """x - logsumexp(x) along ``dim`` (stable for large inputs)."""
-    return input.log_softmax(axis=dim)
+def softmax(input: Tensor, dim: int | None = None, dtype=None, *, axis: int | None = None) -> Tensor:
+    """exp(x) / sum(exp(x)) along ``dim`` (or NumPy's ``axis``); stable, an all -inf row gives zeros."""
+    return input.softmax(_softmax_dim("softmax", input, dim, axis), dtype)
+
+
+def log_softmax(input: Tensor, dim: int | None = None, dtype=None, *, axis: int | None = None) -> Tensor:
+    """x - logsumexp(x) along ``dim`` (or NumPy's ``axis``); stable for large inputs."""
+    return input.log_softmax(_softmax_dim("log_softmax", input, dim, axis), dtype)
+
+
+def one_hot(tensor, num_classes: int = -1) -> Tensor:
+    """Integer class ids (any shape) as one-hot rows: shape + (num_classes,), int64 (as PyTorch's)."""
+    ids = _array(tensor)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"one_hot: the class ids must be integers, got {ids.dtype}; write F.one_hot(x.long())")
+    n = int(ids.max()) + 1 if num_classes == -1 and ids.size else max(num_classes, 0)
+    if ids.size and (ids.min() < 0 or ids.max() >= n):
+        raise ValueError(f"one_hot: class ids must be in [0, {n}), got min {ids.min()}, max {ids.max()}")
+    return Tensor._wrap((ids[..., None] == np.arange(n)).astype(np.int64))
 
 
 # --------------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime import default_rng, manual_seed  # noqa: F401  (nn.manual_seed: PyTorch's home for it)
+from ..random import Generator, manual_seed  # noqa: F401  (nn.manual_seed: PyTorch's home for it)
+from ..runtime import default_rng
 from ..tensor import Tensor
 from ..versions import bump
 
@@ -33,17 +34,23 @@ def resolve_rng(rng: np.random.Generator | None, seed: int | None = None, who: s
         raise ValueError(f"{who}: pass seed or rng, not both")
     if seed is not None:
         return np.random.default_rng(seed)
+    if isinstance(rng, Generator):  # a mg.Generator: the NumPy generator behind it
+        return rng.numpy
     return default_rng() if rng is None else rng
 
 
-def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, rng: np.random.Generator | None = None) -> Tensor:
-    """Fill ``tensor`` with draws from U(a, b)."""
-    return _fill(tensor, resolve_rng(rng).uniform(a, b, size=tensor.shape), "uniform_")
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, rng: np.random.Generator | None = None,
+             generator=None) -> Tensor:
+    """Fill ``tensor`` with draws from U(a, b) (``generator=``, PyTorch's name, is ``rng``)."""
+    return _fill(tensor, resolve_rng(rng if generator is None else generator).uniform(a, b, size=tensor.shape),
+                 "uniform_")
 
 
-def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, rng: np.random.Generator | None = None) -> Tensor:
-    """Fill ``tensor`` with draws from N(mean, std**2)."""
-    return _fill(tensor, mean + std * resolve_rng(rng).standard_normal(tensor.shape), "normal_")
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, rng: np.random.Generator | None = None,
+            generator=None) -> Tensor:
+    """Fill ``tensor`` with draws from N(mean, std**2) (``generator=``, PyTorch's name, is ``rng``)."""
+    draws = resolve_rng(rng if generator is None else generator).standard_normal(tensor.shape)
+    return _fill(tensor, mean + std * draws, "normal_")
 
 
 def zeros_(tensor: Tensor) -> Tensor:

@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..creation import check_device
 from ..modes import module_scope
 from ..tensor import Tensor
 from ..versions import bump, replace_storage
@@ -264,11 +265,20 @@ class Module:
         for param in self.parameters():
             param.grad = None
 
-    def to(self, dtype) -> Module:
+    def to(self, *args, dtype=None, device=None) -> Module:
         """Convert every parameter (and its gradient) and every floating buffer to the float ``dtype``, in place.
 
-        Integer and boolean buffers (token ids, masks) keep their dtype, as in PyTorch.
+        Integer and boolean buffers (token ids, masks) keep their dtype, as in PyTorch. A device
+        (``model.to('cpu')``, ``model.to(device)``) is accepted; minigrad has only the CPU.
         """
+        for a in args:
+            if isinstance(a, str) or type(a).__name__ == "device":
+                device = a
+            else:
+                dtype = a
+        check_device(device, f"{type(self).__name__}.to")
+        if dtype is None:
+            return self
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
             raise TypeError(f"{type(self).__name__}.to: parameters must be floating point, not {dtype}")

@@ -155,7 +155,7 @@ class _Recurrent(Module):
     def forward(self, input: Tensor, hx=None):
         """Run over the sequence; returns (outputs (B, T, hidden_size), final state (num_layers, B, hidden_size))."""
         check_input(self, input, dtype=False)
-        x = input if self.batch_first else input.transpose(1, 0, 2)  # (B, T, input_size)
+        x = input if self.batch_first else input.transpose(0, 1)  # (B, T, input_size)
         if x.ndim != 3 or x.shape[1] == 0:
             layout = "(B, T, input_size)" if self.batch_first else "(T, B, input_size)"
             raise ValueError(f"{layer_repr(self)}: the input must be {layout} with T >= 1, got shape {input.shape}")
@@ -171,7 +171,7 @@ class _Recurrent(Module):
             if layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, self.training, self.rng)
             finals.append(state)
-        output = x if self.batch_first else x.transpose(1, 0, 2)
+        output = x if self.batch_first else x.transpose(0, 1)
         return output, self._stacked(finals)
 
     # RNN and GRU carry one state tensor; LSTM overrides these three for its (h, c) pair.

@@ -514,8 +514,9 @@ def test_zero_d_tensors():
 
 
 def test_constructors_match_pytorch_defaults():
-    # Python numbers become float32 (PyTorch's default dtype); ndarrays keep their dtype.
-    assert mg.tensor([1, 2]).dtype == torch.tensor([1.0, 2.0]).numpy().dtype
+    # Python floats become float32 (PyTorch's default dtype), ints int64; ndarrays keep their dtype.
+    assert mg.tensor([1.0, 2.0]).dtype == torch.tensor([1.0, 2.0]).numpy().dtype
+    assert mg.tensor([1, 2]).dtype == torch.tensor([1, 2]).numpy().dtype
     assert mg.tensor(np.zeros(2)).dtype == np.float64
     assert mg.zeros(2, 3).shape == tuple(torch.zeros(2, 3).shape) and mg.ones((2,)).dtype == np.float32
     np.testing.assert_array_equal(mg.arange(5).data, torch.arange(5).numpy())

@@ -170,8 +170,9 @@ def test_a_different_block_with_a_taken_name_is_an_error_naming_both_and_the_fix
     assert OPS["exp"].origin == "minigrad.ops.exp" and not hasattr(mg.Tensor, "my_exp")
 
 
-@pytest.mark.parametrize("method, holder", [("sum", "bound by op 'sum' (minigrad.ops.sum)"),
-                                             ("float", "one of Tensor's own methods")])
+@pytest.mark.parametrize("method, holder", [("exp", "bound by op 'exp' (minigrad.ops.exp)"),
+                                             ("sum", "a call form of op 'sum' (minigrad/call_forms.py)"),
+                                             ("numel", "one of Tensor's own methods")])
 def test_a_method_name_already_taken_is_an_error(scratch_ops, method, holder):
     scratch_ops.append("scratch_twice")
     with pytest.raises(ValueError, match=rf"Tensor\.{method} is already {re.escape(holder)}"):
@@ -196,12 +197,13 @@ def test_unregister_removes_the_op_and_its_method(scratch_ops):
 
 
 @pytest.mark.parametrize("method, expected", [
-    ("sum", "(self, axis=None, keepdims=False) -> 'Tensor'"),
-    ("softmax", "(self, axis=-1) -> 'Tensor'"),
+    ("sum", "(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None) -> 'Tensor'"),
+    ("softmax", "(self, dim=None, dtype=None, *, axis=None) -> 'Tensor'"),
     ("exp", "(self) -> 'Tensor'"),
-    ("clip", "(self, lo=None, hi=None) -> 'Tensor'"),
+    ("clip", "(self, min=None, max=None, *, lo=None, hi=None) -> 'Tensor'"),
     ("masked_fill", "(self, mask, value) -> 'Tensor'"),
-    ("var", "(self, axis=None, ddof=0, keepdims=False) -> 'Tensor'"),
+    ("var", "(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, ddof=None, "
+            "keepdims=None) -> 'Tensor'"),
 ])
 def test_table_bound_methods_have_the_forwards_signature(method, expected):
     function = getattr(mg.Tensor, method)
