@@ -205,6 +205,8 @@ class GPT(nn.Module):
     and one more forward pass.
     """
 
+    checkpoint = False  # (the class's default, for subclasses that build their own blocks)
+
     def __init__(self, config: GPTConfig, *, seed: int | None = None, rng: np.random.Generator | None = None,
                  checkpoint: bool = False):
         super().__init__()
