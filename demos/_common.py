@@ -38,14 +38,18 @@ def parse_args(argv, demo: str, description: str, pictures: bool = True) -> argp
 
 
 def set_threads(say: bool = True) -> runtime.ThreadChoice:
-    """Choose BLAS threads for this run (``minigrad.runtime.set_threads``: the cores other work leaves free).
+    """Choose BLAS threads for this run (``minigrad.runtime.set_threads``: measured on the run's own steps).
 
-    ``say``: print one line with the choice and how to override it (the training demos do).
+    ``say``: print one line with the choice and how to override it, and another
+    once the first steps have been timed (the training demos do).
     """
     choice = runtime.set_threads()
     if say:
         count = "as the environment set" if choice.threads is None else f"{choice.threads}"
         print(f"threads: {count} ({choice.reason}; MINIGRAD_THREADS=N to choose)")
+        tuner = runtime.thread_tuner()
+        if tuner is not None and tuner.say is None:
+            tuner.say = lambda line: print(f"threads: {line}")
     return choice
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from demos import charlm_data as data
 from demos import train_charlm
-from minigrad import io
+from minigrad import io, runtime
 from models.tokenizer import TokenizerError, load_tokenizer
 
 PROG = "python -m demos.sample"
@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     print(f"{cfg.model.upper()} from {args.run_dir} (step {step}), temperature {args.temperature}"
           + (f", top-k {args.top_k}" if args.top_k else "") + (f", top-p {args.top_p}" if args.top_p else "")
           + ("" if args.no_cache else ", KV cache"))
+    runtime.set_threads()  # BLAS threads: timed on the first tokens, the quicker count kept (minigrad/runtime.py)
     rng = np.random.default_rng(args.seed)
     prompts = np.repeat(prompt_ids[None], args.num_samples, axis=0)  # (num_samples, prompt length)
     started = time.perf_counter()

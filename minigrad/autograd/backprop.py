@@ -35,6 +35,7 @@ import contextlib
 
 import numpy as np
 
+from .. import runtime
 from ..inplace import check_unchanged
 from ..modes import edits, set_grad_enabled, state
 from ..tensor import OpError, Tensor
@@ -221,90 +222,6 @@ def _fit(t: Tensor, i: int, x: Tensor, gx) -> Tensor:
     return gx
 
 
-def _run_hooks(t: Tensor, g: Tensor) -> Tensor:
-    """Pass ``g`` through ``t``'s hooks in order; a hook that returns something replaces it.
-
-    A replacement must have ``t``'s shape (else an error naming the hook and the tensor), and
-    is cast to ``t``'s dtype: a gradient always has its tensor's dtype and shape.
-    """
-    for hook in list(t._hooks):
-        replaced = hook(g)
-        if replaced is None:
-            continue
-        g = replaced if isinstance(replaced, Tensor) else Tensor._wrap(np.asarray(replaced))
-        if g.shape != t.shape:
-            who = f"tensor {t.name!r}" if t.name else "a tensor"
-            made = "a leaf" if t._op is None else f"made by op '{t._op.name}'"
-            raise RuntimeError(f"backward: the hook {getattr(hook, '__qualname__', hook)!r} on {who} ({made}, "
-                               f"shape {t.shape} {t.dtype}) returned a gradient of shape {g.shape}; a hook must "
-                               f"return None or a gradient of the tensor's own shape")
-        if g.dtype != t.dtype:
-            g = g.astype(t.dtype)
-    return g
-
-
-def _accumulate(t: Tensor, g: Tensor, owned: _OwnedGrads, create_graph: bool) -> None:
-    """Add ``g`` into ``t.grad`` (a leaf's, or a retain_grad() tensor's), as PyTorch does."""
-    if t.grad is None:
-        t.grad = owned(g)
-    elif create_graph:
-        t.grad = t.grad + g
-    else:
-        t.grad = Tensor._wrap(t.grad.data + g.data)
-
-
-def _call_vjp_under_anomaly(t: Tensor, g: Tensor) -> tuple:
-    """``t``'s op's VJP under detect_anomaly: its results checked as a whole and blamed on the op.
-
-    Left on, anomaly mode would check each op inside the VJP as a forward, and
-    report (say) a 'div' at the user's backward() line instead of sqrt's
-    gradient at sqrt's line. (The loop calls the VJP itself otherwise.)
-    """
-    state.anomaly = False
-    try:
-        input_grads = t._op.vjp(g, t, *t._inputs, **t._params)
-    except Exception as err:
-        failure = vjp_failure(t, err)
-        if failure is err:
-            raise
-        raise failure from None
-    finally:
-        state.anomaly = True
-    if type(input_grads) is not tuple or len(input_grads) != len(t._inputs):
-        input_grads = one_per_input(t, input_grads)
-    check_backward(t, input_grads)
-    return input_grads
-
-
-def _check_roots(roots) -> None:
-    for r in roots:
-        if not r.requires_grad:
-            raise RuntimeError(f"backward: the output (shape {r.shape}) does not require grad: no input it was "
-                               f"computed from has requires_grad=True, or it was computed under no_grad()")
-
-
-def _fit(t: Tensor, i: int, x: Tensor, gx) -> Tensor | None:
-    """The gradient ``gx`` that ``t``'s VJP sent to its input ``x`` (number ``i``), made to fit ``x``; None to drop.
-
-    Summed back from a broadcast shape, and cast to the input's dtype (a gradient has
-    its tensor's dtype, PyTorch's rule: a float32 weight met by float64 data gets a
-    float32 gradient, not one that would upcast it at the update). A constant's
-    gradient is dropped (None), once checked. A VJP result that cannot fit is a
-    ``VJPError`` naming the op.
-    """
-    if type(gx) is not Tensor or gx.data.shape != x.data.shape:  # (broadcast, or a broken VJP)
-        check_grad(t, i, x, gx)  # also for a constant's: a broken VJP is broken whatever needs a gradient
-        if not x.requires_grad:
-            return None
-        if gx.data.shape != x.data.shape:
-            gx = _sum_to(gx, x.data.shape)
-    elif not x.requires_grad:
-        return None
-    if gx.data.dtype != x.data.dtype:
-        gx = gx.astype(x.dtype)
-    return gx
-
-
 def _not_run(t: Tensor, retain_graph: bool) -> None:
     """A node whose VJP backward does not run (no gradient reached it, or ``grad()`` needs nothing behind it).
 
@@ -415,6 +332,8 @@ def backward(tensors, gradient=None, retain_graph: bool | None = None, create_gr
         grads = one_per_output("backward", "gradient", roots, gradient, False)
     retain = create_graph if retain_graph is None else retain_graph
     _backpropagate(roots, [_as_grad(g, r) for r, g in zip(roots, grads)], retain, create_graph)
+    if not runtime._first_backward_seen:
+        runtime.first_backward()  # a training loop: tune what the demos tune (runtime.py says what, and how to stop it)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, create_graph: bool = False,

@@ -80,4 +80,5 @@ def backend() -> dict:
 
     forms = {name: getattr(k.active, "backend", "numpy") for name, k in KERNELS.items()}
     return {"backend": _chosen["kernels"], "gemm": _chosen["blas"], "why": _chosen["why"], "kernels": forms,
-            "threads": runtime.thread_choice(), "thread_pools": runtime.thread_pools()}
+            "threads": runtime.thread_choice(), "thread_pools": runtime.thread_pools(),
+            "runtime": runtime.report()}
