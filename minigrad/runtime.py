@@ -293,6 +293,8 @@ def set_threads(policy: str | int = "auto") -> ThreadChoice:
             _tuner = ThreadTuner(sorted({1, n // 2, n} - {0}), choice.reason.split("(", 1)[1].rstrip(")"))
             modes.step_clock = _tuner.tick
     _choice = choice
+    if os.environ.get("MINIGRAD_THREADS_VERBOSE"):
+        _say(f"{choice.threads if choice.threads is not None else 'as the environment set'} ({choice.reason})")
     return choice
 
 
@@ -311,8 +313,9 @@ class ThreadTuner:
     """Chooses the thread count from the time the process's own steps take: measured, not guessed.
 
     ``tick()`` is called at the start of every step. The first step (warm-up) is
-    not counted; then each candidate count runs ``trial`` steps (after one step to
-    settle), and the count with the lowest median step time is kept. While it
+    not counted; then each candidate count runs ``trial`` steps, or one if that
+    step is already 1.5x the best median so far (why keep running a count that
+    is clearly worse), and the count with the lowest median step time is kept. While it
     runs, the median of the last ``trial`` steps is watched: when it moves by more
     than ``drift`` (another program started or stopped) or every ``recheck``
     steps, the candidates are timed again. ``clock`` is for tests.
@@ -351,13 +354,14 @@ class ThreadTuner:
             self.settle -= 1
             return
         self.times[self.current].append(step)
-        if len(self.times[self.current]) < self.trial:
+        timed = [_median(v) for n, v in self.times.items() if v and n != self.current]
+        clearly_slower = timed and step > 1.5 * min(timed)  # (beside busy cores, 2 threads can be 5x slower)
+        if len(self.times[self.current]) < self.trial and not clearly_slower:
             return
         self.index += 1
         if self.index < len(self.candidates):
             self.current = self.candidates[self.index]
-            self.apply(self.current)
-            self.settle = 1
+            self.apply(self.current)  # from the next step on: no step is split between two counts
             return
         medians = {n: _median(v) for n, v in self.times.items()}
         best = min(medians, key=medians.get)

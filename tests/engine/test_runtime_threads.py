@@ -116,6 +116,7 @@ def test_the_tuner_keeps_the_count_whose_steps_ran_quickest(cost, best):
     steps.run(tuner, 12)
     assert tuner.chosen == best and steps.threads == best
     assert steps.applied[:2] == [1, 2]  # each candidate timed, in turn
+    assert len(tuner.times[2]) == (3 if best == 2 else 1)  # a count 4x slower is dropped after one step
     assert f"{best} measured quickest" in tuner.history[-1]
 
 
