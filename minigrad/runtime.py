@@ -25,7 +25,7 @@ them are quicker. Which is the case cannot be read off the machine in a glance
 mask capped by the cgroup's CPU quota (v2 ``cpu.max``, v1 ``cfs_quota_us``;
 ``usable_cores``); then 1 and N threads (and N/2 from 4 cores) each run a few
 steps (``ThreadTuner``; a step is one call of the top-level model, so a training
-step or a sampled token), the quicker is kept, and the candidates are timed
+step or a sampled token; with no Module, one backward()), the quicker is kept, and the candidates are timed
 again when the step time drifts by 30% or after 500 steps. Where there is no
 affinity mask or no /proc (macOS, Windows, some containers) N is
 ``os.cpu_count()`` and the reason says so. What the user said wins over what it
@@ -273,7 +273,8 @@ def set_threads(policy: str | int = "auto") -> ThreadChoice:
     fastest with (``ThreadTuner``: each of 1 and N threads, N the usable cores,
     is timed over a few steps, the quicker kept, and measured again when the
     step time drifts). A step is the time from one call of a top-level model
-    (a Module called outside any other) to the next. ``MINIGRAD_THREADS=N``
+    (a Module called outside any other) to the next; in a loop with no Module,
+    from one ``backward()`` to the next. ``MINIGRAD_THREADS=N``
     overrides both; an ``OPENBLAS_NUM_THREADS`` (or OMP_, MKL_) the user set is
     respected and nothing is changed. Needs threadpoolctl (a dependency of
     minigrad); pools loaded after the call (a later ``import torch``) are not limited.
@@ -328,6 +329,7 @@ class ThreadTuner:
         self.clock, self.apply = clock, apply or _apply
         self.say = say if say is not None else (_say if os.environ.get("MINIGRAD_THREADS_VERBOSE") else None)
         self.last = None
+        self.seen_model = False
         self.chosen: int | None = None
         self.history: list[str] = []
         self._start_trial(settle=1)  # the first step: warm-up (allocations, caches)
@@ -338,7 +340,19 @@ class ThreadTuner:
         self.apply(self.candidates[0])
         self.current = self.candidates[0]
 
-    def tick(self) -> None:
+    def tick(self, source: str = "model") -> None:
+        """A step starts. ``source``: "model" (a top-level model call) or "backward" (a backward() ended).
+
+        Steps are timed from model calls when there are any, else from one backward() to the next.
+        """
+        if source != "model":
+            if self.seen_model:
+                return
+        elif not self.seen_model:
+            self.seen_model = True
+            if self.last is not None:  # backward() was the clock so far: time model calls afresh
+                self.last = None
+                self._start_trial(settle=1)
         now = self.clock()
         last, self.last = self.last, now
         if last is None:

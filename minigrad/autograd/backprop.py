@@ -35,7 +35,7 @@ import contextlib
 
 import numpy as np
 
-from .. import runtime
+from .. import modes, runtime
 from ..inplace import check_unchanged
 from ..modes import edits, set_grad_enabled, state
 from ..tensor import OpError, Tensor
@@ -332,6 +332,8 @@ def backward(tensors, gradient=None, retain_graph: bool | None = None, create_gr
         grads = one_per_output("backward", "gradient", roots, gradient, False)
     retain = create_graph if retain_graph is None else retain_graph
     _backpropagate(roots, [_as_grad(g, r) for r, g in zip(roots, grads)], retain, create_graph)
+    if modes.step_clock is not None:
+        modes.step_clock("backward")  # the thread policy's clock, in a loop with no model call (runtime.py)
     if not runtime._first_backward_seen:
         runtime.first_backward()  # a training loop: tune what the demos tune (runtime.py says what, and how to stop it)
 

@@ -153,11 +153,26 @@ def test_a_top_level_model_call_is_a_step_and_its_submodules_are_not(monkeypatch
     from minigrad import modes, nn
 
     ticks = []
-    monkeypatch.setattr(modes, "step_clock", lambda: ticks.append(1))
+    monkeypatch.setattr(modes, "step_clock", lambda source="model": ticks.append(source))
     model = nn.Sequential(nn.Linear(2, 2), nn.Tanh(), nn.Linear(2, 1))
     for _ in range(3):
-        model(mg.ones(1, 2))
-    assert len(ticks) == 3
+        model(mg.ones(1, 2)).sum().backward()
+    assert ticks == ["model", "backward"] * 3
+
+
+def test_without_a_model_each_backward_is_a_step_and_with_one_only_model_calls_count():
+    steps = FakeSteps({1: 0.10, 2: 0.06})
+    tuner = _tuner(steps)
+    for _ in range(12):
+        tuner.tick("backward")
+        steps.now += steps.cost[steps.threads]
+    assert tuner.chosen == 2  # a loop of plain tensors is timed backward to backward
+    before = dict(tuner.times)
+    tuner.tick("model")  # a model turns up: its calls are the steps from now on, timed afresh
+    assert tuner.chosen == 2 and tuner.times != before and all(not v for v in tuner.times.values())
+    steps.now += 1.0
+    tuner.tick("backward")
+    assert tuner.last != steps.now  # backward no longer counts
 
 
 def test_minigrad_threads_wins_over_everything(clean_env):
