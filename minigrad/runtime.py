@@ -316,10 +316,13 @@ class ThreadTuner:
     ``tick()`` is called at the start of every step. The first step (warm-up) is
     not counted; then each candidate count runs ``trial`` steps, or one if that
     step is already 1.5x the best median so far (why keep running a count that
-    is clearly worse), and the count with the lowest median step time is kept. While it
-    runs, the median of the last ``trial`` steps is watched: when it moves by more
-    than ``drift`` (another program started or stopped) or every ``recheck``
-    steps, the candidates are timed again. ``clock`` is for tests.
+    is clearly worse), and the count with the lowest median step time is kept.
+    While it runs, the median of the last 5 steps is watched: when it moves by
+    more than ``drift`` (another program started or stopped) after at least
+    ``hold`` steady steps, or every ``recheck`` steps, the candidates are timed
+    again. ``hold`` starts at 10 and doubles each time a new measurement keeps
+    the same count (a noisy machine's step times wander without anything having
+    changed), and starts over when the count changes. ``clock`` is for tests.
     """
 
     def __init__(self, candidates: list[int], cores_reason: str, trial: int = 3, drift: float = 0.3,
@@ -328,6 +331,8 @@ class ThreadTuner:
         self.trial, self.drift, self.recheck = trial, drift, recheck
         self.clock, self.apply = clock, apply or _apply
         self.say = say if say is not None else (_say if os.environ.get("MINIGRAD_THREADS_VERBOSE") else None)
+        self.window = 5  # the steady steps whose median is compared with the chosen count's
+        self.min_hold = self.hold = 10  # steady steps before a drift may start a new measurement
         self.last = None
         self.seen_model = False
         self.chosen: int | None = None
@@ -381,6 +386,9 @@ class ThreadTuner:
         best = min(medians, key=medians.get)
         if best != self.current:
             self.apply(best)
+        # On a noisy machine the step time wanders: a check that keeps the same count waits twice as long
+        # before the next one; a check that changes it starts the waiting over.
+        self.hold = self.min_hold if best != self.chosen else min(2 * self.hold, self.recheck)
         self.chosen, self.current, self.baseline, self.recent, self.steps = best, best, medians[best], [], 0
         timed = ", ".join(f"{n}: {1000 * t:.0f} ms" for n, t in medians.items())
         line = f"auto: {best} measured quickest (median step {timed}; {self.cores_reason})"
@@ -394,13 +402,10 @@ class ThreadTuner:
     def _steady_step(self, step: float) -> None:
         self.steps += 1
         self.recent.append(step)
-        del self.recent[:-self.trial]
-        if len(self.recent) == self.trial:
-            moved = abs(_median(self.recent) / self.baseline - 1) > self.drift
-            if moved or self.steps >= self.recheck:
-                self.index = 0
-                self.chosen_before = self.chosen
-                self._start_trial(settle=0)
+        del self.recent[:-self.window]
+        if self.steps >= self.recheck or (self.steps >= self.hold and len(self.recent) == self.window and
+                                          abs(_median(self.recent) / self.baseline - 1) > self.drift):
+            self._start_trial(settle=0)
 
 
 def _median(values: list[float]) -> float:

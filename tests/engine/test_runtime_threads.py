@@ -265,3 +265,13 @@ def test_minigrad_autotune_0_leaves_a_plain_loop_as_it_was():
     assert "nothing asked for it yet" in result["after"]["malloc"]
     assert "nothing asked for it yet" in result["after"]["threads"]
     assert result["after"]["autotune"].startswith("off")
+
+
+def test_a_measurement_that_keeps_the_same_count_waits_twice_as_long_before_the_next():
+    steps = FakeSteps({1: 0.10, 2: 0.06})
+    tuner = _tuner(steps)
+    steps.run(tuner, 12)
+    assert tuner.chosen == 2 and tuner.hold == 10
+    steps.cost = {1: 0.20, 2: 0.09}  # everything slower, 2 threads still quicker
+    steps.run(tuner, 30)
+    assert tuner.chosen == 2 and len(tuner.history) == 2 and tuner.hold == 20
