@@ -318,9 +318,10 @@ class ThreadTuner:
     step is already 1.5x the best median so far (why keep running a count that
     is clearly worse), and the count with the lowest median step time is kept.
     While it runs, the median of the last 5 steps is watched: when it moves by
-    more than ``drift`` (another program started or stopped) after at least
-    ``hold`` steady steps, or every ``recheck`` steps, the candidates are timed
-    again. ``hold`` starts at 10 and doubles each time a new measurement keeps
+    more than ``drift`` (another program started or stopped) in the direction
+    that could favour another count (quicker on 1 thread, slower on N) after at
+    least ``hold`` steady steps, or every ``recheck`` steps, the candidates are
+    timed again. ``hold`` starts at 10 and doubles each time a new measurement keeps
     the same count (a noisy machine's step times wander without anything having
     changed), and starts over when the count changes. ``clock`` is for tests.
     """
@@ -404,8 +405,17 @@ class ThreadTuner:
         self.recent.append(step)
         del self.recent[:-self.window]
         if self.steps >= self.recheck or (self.steps >= self.hold and len(self.recent) == self.window and
-                                          abs(_median(self.recent) / self.baseline - 1) > self.drift):
+                                          self._drifted(_median(self.recent) / self.baseline)):
             self._start_trial(settle=0)
+
+    def _drifted(self, ratio: float) -> bool:
+        """Whether a step time ``ratio`` times the chosen count's could mean another count is now quicker.
+
+        Slower steps on the fewest threads (more load) and quicker steps on the most (less load)
+        say nothing new: the choice stands. The periodic ``recheck`` covers the rest.
+        """
+        fewest, most = self.chosen == self.candidates[0], self.chosen == self.candidates[-1]
+        return (ratio < 1 - self.drift and not most) or (ratio > 1 + self.drift and not fewest)
 
 
 def _median(values: list[float]) -> float:

@@ -275,3 +275,16 @@ def test_a_measurement_that_keeps_the_same_count_waits_twice_as_long_before_the_
     steps.cost = {1: 0.20, 2: 0.09}  # everything slower, 2 threads still quicker
     steps.run(tuner, 30)
     assert tuner.chosen == 2 and len(tuner.history) == 2 and tuner.hold == 20
+
+
+def test_on_one_thread_slower_steps_change_nothing_and_quicker_ones_measure_again():
+    steps = FakeSteps({1: 0.10, 2: 0.40})
+    tuner = _tuner(steps)
+    steps.run(tuner, 12)
+    assert tuner.chosen == 1
+    steps.cost = {1: 0.20, 2: 0.80}  # more load: one thread is still the right count
+    steps.run(tuner, 40)
+    assert len(tuner.history) == 1 and steps.applied == [1, 2, 1]
+    steps.cost = {1: 0.05, 2: 0.03}  # the other work stopped: steps quicker, and two threads now win
+    steps.run(tuner, 20)
+    assert tuner.chosen == 2 and len(tuner.history) == 2
