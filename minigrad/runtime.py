@@ -313,11 +313,12 @@ def _apply(threads: int) -> None:
 class ThreadTuner:
     """Chooses the thread count from the time the process's own steps take: measured, not guessed.
 
-    ``tick()`` is called at the start of every step. The first step (warm-up) is
-    not counted; then each candidate count runs ``trial`` steps, or one if that
+    ``tick()`` is called at the start of every step. The first two steps (warm-up)
+    are not counted; then each candidate count runs ``trial`` steps, or one if that
     step is already 1.5x the best median so far (why keep running a count that
     is clearly worse), and the count with the lowest median step time is kept.
-    While it runs, the median of the last 5 steps is watched: when it moves by
+    While it runs, the median of the last 5 steps is watched against that of its
+    first 5 steady steps: when it moves by
     more than ``drift`` (another program started or stopped) in the direction
     that could favour another count (quicker on 1 thread, slower on N) after at
     least ``hold`` steady steps, or every ``recheck`` steps, the candidates are
@@ -338,7 +339,7 @@ class ThreadTuner:
         self.seen_model = False
         self.chosen: int | None = None
         self.history: list[str] = []
-        self._start_trial(settle=1)  # the first step: warm-up (allocations, caches)
+        self._start_trial(settle=2)  # the first two steps: warm-up (allocations, caches)
 
     def _start_trial(self, settle: int) -> None:
         self.times = {n: [] for n in self.candidates}
@@ -390,7 +391,9 @@ class ThreadTuner:
         # On a noisy machine the step time wanders: a check that keeps the same count waits twice as long
         # before the next one; a check that changes it starts the waiting over.
         self.hold = self.min_hold if best != self.chosen else min(2 * self.hold, self.recheck)
-        self.chosen, self.current, self.baseline, self.recent, self.steps = best, best, medians[best], [], 0
+        # The drift is measured from the first steady steps, not from the trial's: the first steps of a
+        # run are slower (memory still being mapped, caches cold), and would make every later step look quick.
+        self.chosen, self.current, self.baseline, self.recent, self.steps = best, best, None, [], 0
         timed = ", ".join(f"{n}: {1000 * t:.0f} ms" for n, t in medians.items())
         line = f"auto: {best} measured quickest (median step {timed}; {self.cores_reason})"
         self.history.append(line)
@@ -404,6 +407,10 @@ class ThreadTuner:
         self.steps += 1
         self.recent.append(step)
         del self.recent[:-self.window]
+        if self.baseline is None:
+            if len(self.recent) == self.window:
+                self.baseline = _median(self.recent)
+            return
         if self.steps >= self.recheck or (self.steps >= self.hold and len(self.recent) == self.window and
                                           self._drifted(_median(self.recent) / self.baseline)):
             self._start_trial(settle=0)

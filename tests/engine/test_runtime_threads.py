@@ -120,12 +120,14 @@ def test_the_tuner_keeps_the_count_whose_steps_ran_quickest(cost, best):
     assert f"{best} measured quickest" in tuner.history[-1]
 
 
-def test_the_first_step_is_warm_up_and_not_counted():
+def test_the_first_two_steps_are_warm_up_and_not_counted():
     steps = FakeSteps({1: 0.10, 2: 0.06})
     tuner = _tuner(steps)
     steps.now = 0.0
     tuner.tick()
-    steps.now += 5.0  # a slow first step at 1 thread (allocations, imports): must not count against 1
+    steps.now += 5.0  # slow first steps at 1 thread (allocations, imports): must not count against 1
+    tuner.tick()
+    steps.now += 2.0
     steps.run(tuner, 12)
     assert tuner.times[1] == pytest.approx([0.10] * 3)
 
@@ -273,15 +275,15 @@ def test_a_measurement_that_keeps_the_same_count_waits_twice_as_long_before_the_
     steps.run(tuner, 12)
     assert tuner.chosen == 2 and tuner.hold == 10
     steps.cost = {1: 0.20, 2: 0.09}  # everything slower, 2 threads still quicker
-    steps.run(tuner, 30)
+    steps.run(tuner, 34)
     assert tuner.chosen == 2 and len(tuner.history) == 2 and tuner.hold == 20
 
 
 def test_on_one_thread_slower_steps_change_nothing_and_quicker_ones_measure_again():
     steps = FakeSteps({1: 0.10, 2: 0.40})
     tuner = _tuner(steps)
-    steps.run(tuner, 12)
-    assert tuner.chosen == 1
+    steps.run(tuner, 16)
+    assert tuner.chosen == 1 and tuner.baseline == pytest.approx(0.10)  # from the first steady steps
     steps.cost = {1: 0.20, 2: 0.80}  # more load: one thread is still the right count
     steps.run(tuner, 40)
     assert len(tuner.history) == 1 and steps.applied == [1, 2, 1]
