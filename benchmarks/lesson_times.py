@@ -16,8 +16,11 @@ full run's extra evaluations and text samples (about 1-3 seconds in all at the
 defaults); ``--full`` runs them at full length instead.
 
 Every row says the load it ran under: the 1-minute load average before and
-after, and the cores other processes kept busy just before it started
-(``minigrad.runtime.busy_cores``). Times on a busy machine are upper bounds.
+after, and the cores other processes kept busy in the half second before it
+started (``busy_cores``, from ``/proc/stat``: a description of the load, not
+something the thread policy uses). Times on a busy machine are upper bounds.
+Each command runs with ``MINIGRAD_THREADS_VERBOSE=1``, so the thread counts its
+policy measured and kept are in the table.
 """
 
 from __future__ import annotations
@@ -59,20 +62,36 @@ def clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _util.THREAD_VARIABLES and k != "MINIGRAD_THREADS"}
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["MPLBACKEND"] = "Agg"
+    env["MINIGRAD_THREADS_VERBOSE"] = "1"  # the thread policy says what it measured (stderr)
     return env
+
+
+def busy_cores(interval: float = 0.5) -> float:
+    """Cores other processes kept busy over ``interval`` (all CPUs' busy time from /proc/stat); 0.0 off Linux."""
+    def ticks():
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:8]]
+        return sum(fields) - fields[3] - fields[4], sum(fields)
+
+    try:
+        busy0, total0 = ticks()
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    time.sleep(interval)
+    busy1, total1 = ticks()
+    return max(0.0, (busy1 - busy0) / max(1, total1 - total0) * (os.cpu_count() or 1))
 
 
 def timed(command: list[str]) -> dict:
     """Run ``python <command>``; its wall time, the load around it, and its 'threads:' line if it printed one."""
-    from minigrad.runtime import busy_cores
-
     busy, load_before = busy_cores(0.5), _util.load_average()
     start = time.perf_counter()
     done = subprocess.run([sys.executable, *command], cwd=ROOT, env=clean_env(), capture_output=True, text=True)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed (code {done.returncode}):\n{done.stderr[-2000:]}")
-    threads = next((line for line in done.stdout.splitlines() if line.startswith("threads:")), "")
+    said = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("threads:")]
+    threads = said[-1] if said else ""  # the last: what the policy measured and kept
     return {"wall": wall, "busy": busy, "load": (load_before, _util.load_average()), "threads": threads}
 
 

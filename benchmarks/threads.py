@@ -1,26 +1,36 @@
-"""The thread policy under load: the main demo's tokens/s by default, on 1 thread and on all cores.
+"""The thread policy under load: the default against fixed 1 and N threads, for training and for sampling.
 
-    python -m benchmarks.threads                  # 0, 1 and 2 busy processes; 3 rounds; 80 steps a run
-    python -m benchmarks.threads --quick          # 0 busy, 1 round, 10 steps: checks that it runs
+    python -m benchmarks.threads                  # 0, 1 and 2 busy processes; 3 rounds; all three workloads
+    python -m benchmarks.threads --work sample --busy 2 --rounds 5
+    python -m benchmarks.threads --quick          # 0 busy, 1 round, a few steps: checks that it runs
 
-Each run is ``python -m demos.train_charlm --steps N --quiet`` in a fresh process,
-as a user starts it, with one of three thread settings:
+Each run is a README command in a fresh process, as a user starts it, with one
+of three thread settings:
 
-* **default**: nothing set, so the demo's ``runtime.set_threads()`` chooses
-  (``minigrad/runtime.py``: the cores other processes leave free);
+* **default**: nothing set, so the command's ``runtime.set_threads()`` chooses
+  (``minigrad/runtime.py``: 1 and N threads timed on the first steps, the
+  quicker kept, timed again when the step time drifts);
 * **1 thread** and **all cores**: ``MINIGRAD_THREADS=1`` / ``=<cores>``.
 
-The competing load is one or two processes that spin on a core each. They
-are started half a second before each run (so the default's look at the
-machine sees them) and stop by themselves a fixed time later (``--load-seconds``),
-so an interrupted benchmark leaves nothing behind; the script also stops them
-as soon as its run ends. The settings take turns round by round (default, 1,
-all, default, ...), so a burst of outside load lands on all three alike.
-tokens/s is the demo's own count: training tokens over training seconds
-(``metrics.json``; evaluation, start-up and saving not included).
+The workloads (``--work``), each measured as the work it does per second:
 
-The machine may be busy with other work besides the load made here: the table
-says the 1-minute load average around each group of runs.
+* ``train``: ``python -m demos.train_charlm --steps N --quiet``: training
+  tokens/s, the demo's own count (``metrics.json``: training tokens over training
+  seconds; evaluation, start-up and saving not included);
+* ``induction``: ``python -m demos.induction_heads --steps N --quiet``: steps per
+  second of wall time, start-up included;
+* ``sample``: ``python -m demos.sample RUN --max-new-tokens N`` on a run the
+  script trains first: the tokens/s the command prints.
+
+The competing load is one or two processes that spin on a core each. They
+are started half a second before each run and stop by themselves a fixed time
+later (``--load-seconds``), so an interrupted benchmark leaves nothing behind;
+the script also stops them as soon as its run ends. The settings take turns
+round by round (default, 1, all, default, ...), so a burst of outside load
+lands on all three alike. The table says what the default chose (its
+``threads:`` lines, from ``MINIGRAD_THREADS_VERBOSE=1``) and the 1-minute load
+average around each group: the machine may be busy with other work besides the
+load made here.
 """
 
 from __future__ import annotations
@@ -57,29 +67,64 @@ def stop_load(load: list[subprocess.Popen]) -> None:
 
 def demo_env(threads: int | None) -> dict[str, str]:
     """Our environment without any thread setting, plus ``MINIGRAD_THREADS`` when ``threads`` is given."""
-    env = {k: v for k, v in os.environ.items() if k not in _util.THREAD_VARIABLES and k != "MINIGRAD_THREADS"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in _util.THREAD_VARIABLES and k not in ("MINIGRAD_THREADS", "MINIGRAD_AUTOTUNE")}
     if threads is not None:
         env["MINIGRAD_THREADS"] = str(threads)
+    env["MINIGRAD_THREADS_VERBOSE"] = "1"  # the default says what it measured and kept (stderr)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
-def run_demo(steps: int, threads: int | None, folder: Path) -> dict:
-    """One demo run; returns its tokens/s and the thread choice it printed."""
-    command = [sys.executable, "-m", "demos.train_charlm", "--steps", str(steps), "--quiet", "--out", str(folder),
-               "--eval-every", str(steps), "--sample-every", "0"]
-    done = subprocess.run(command, env=demo_env(threads), cwd=ROOT, capture_output=True, text=True)
+def _run(command: list[str], threads: int | None) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", *command], env=demo_env(threads), cwd=ROOT, capture_output=True,
+                          text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"the demo failed (code {done.returncode}):\n{done.stderr[-2000:]}")
+        raise RuntimeError(f"{' '.join(command)} failed (code {done.returncode}):\n{done.stderr[-2000:]}")
+    return done
+
+
+def _chosen(done: subprocess.CompletedProcess) -> str:
+    """The last thing the thread policy said it chose (its measured choice, once it has measured)."""
+    said = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("threads:")]
+    return said[-1] if said else ""
+
+
+def train_charlm(steps: int, threads: int | None, folder: Path) -> dict:
+    """One training run; its training tokens/s."""
+    done = _run(["demos.train_charlm", "--steps", str(steps), "--quiet", "--out", str(folder), "--eval-every",
+                 str(steps), "--sample-every", "0"], threads)
     metrics = json.loads((folder / "metrics.json").read_text())
     config = json.loads((folder / "config.json").read_text())
     train = config.get("train", config)
     tokens = metrics["step"] * train["batch_size"] * train["block_size"]
-    threads_line = next((line for line in done.stdout.splitlines() if line.startswith("threads:")), "")
-    return {"tokens_per_s": tokens / metrics["training_seconds"], "threads": threads_line}
+    return {"rate": tokens / metrics["training_seconds"], "threads": _chosen(done)}
 
 
-def measure(busy: int, rounds: int, steps: int, load_seconds: float, scratch: Path) -> dict:
+def induction_heads(steps: int, threads: int | None, folder: Path) -> dict:
+    """One run of the induction-heads lesson; its steps per second of wall time."""
+    start = time.perf_counter()
+    done = _run(["demos.induction_heads", "--steps", str(steps), "--eval-every", str(steps), "--quiet", "--out",
+                 str(folder)], threads)
+    return {"rate": steps / (time.perf_counter() - start), "threads": _chosen(done)}
+
+
+def sample(tokens: int, threads: int | None, run_folder: Path) -> dict:
+    """One ``demos.sample`` run; the tokens/s it prints."""
+    done = _run(["demos.sample", str(run_folder), "--max-new-tokens", str(tokens)], threads)
+    found = re.search(r"\(([\d,]+) tokens in ([\d.]+) s, ([\d,]+) per second\)", done.stderr)
+    if not found:
+        raise RuntimeError(f"demos.sample printed no rate:\n{done.stderr[-1000:]}")
+    return {"rate": float(found.group(3).replace(",", "")), "threads": _chosen(done)}
+
+
+WORK = {"train": ("demos.train_charlm: training tokens/s", train_charlm),
+        "induction": ("demos.induction_heads: steps/s (wall)", induction_heads),
+        "sample": ("demos.sample: tokens/s", sample)}
+
+
+def measure(work: str, busy: int, rounds: int, size: int, load_seconds: float, scratch: Path,
+            sample_run: Path | None = None) -> dict:
     """Every setting ``rounds`` times, in turn, each run beside ``busy`` spinning processes."""
     n = _util_cores()
     settings = {"default": None, "1 thread": 1, f"all {n} cores": n}
@@ -90,55 +135,85 @@ def measure(busy: int, rounds: int, steps: int, load_seconds: float, scratch: Pa
         for name, threads in settings.items():
             load = start_load(busy, load_seconds)
             try:
-                time.sleep(0.5 if busy else 0.0)  # the load is running before the demo looks
-                run = run_demo(steps, threads, scratch / f"{busy}-{r}-{threads}")
+                time.sleep(0.5 if busy else 0.0)  # the load is running before the command starts
+                where = sample_run if work == "sample" else scratch / f"{work}-{busy}-{r}-{threads}"
+                run = WORK[work][1](size, threads, where)
             finally:
                 stop_load(load)
-            results[name].append(run["tokens_per_s"])
+            results[name].append(run["rate"])
             if threads is None:
                 chosen.append(run["threads"])
             time.sleep(0.5)  # the spinning BLAS threads of the run before stop
-    return {"busy": busy, "results": results, "chosen": chosen, "load": [load_before, _util.load_average()]}
+    return {"work": work, "busy": busy, "results": results, "chosen": chosen,
+            "load": [load_before, _util.load_average()]}
 
 
 def _util_cores() -> int:
-    from minigrad.runtime import cores
+    from minigrad.runtime import usable_cores
 
-    return cores()
+    return usable_cores()[0]
+
+
+def _picked(line: str) -> str:
+    """'auto: 2 measured quickest', or the count it ran with before it had measured ('1, still measuring')."""
+    line = re.sub(r"\s*\(.*", "", line.replace("threads: ", ""))
+    return line if "measured" in line or not line else f"{line}, still measuring"
+
+
+def _fmt(rate: float) -> str:
+    return f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
 
 
 def report(groups: list[dict]) -> str:
     names = list(groups[0]["results"])
-    headers = ["competing busy processes"] + [f"{name} tok/s (median, min-max)" for name in names] + [
+    headers = ["workload", "competing busy processes"] + [f"{name} (median, min-max)" for name in names] + [
         "default / best (median)", "what the default chose", "1-min load before / after"]
     rows = []
     for g in groups:
         medians = {name: _util.median(v) for name, v in g["results"].items()}
-        cells = [f"{medians[name]:,.0f} ({min(v):,.0f}-{max(v):,.0f})" for name, v in g["results"].items()]
+        cells = [f"{_fmt(medians[name])} ({_fmt(min(v))}-{_fmt(max(v))})" for name, v in g["results"].items()]
         best = max(medians[name] for name in names[1:])
-        picked = sorted(set(re.sub(r"auto: \d+ cores, ", "", c.split(";")[0].replace("threads: ", "")) + ")"
-                            for c in g["chosen"]))
-        rows.append([str(g["busy"]), *cells, f"{medians['default'] / best:.2f}", "; ".join(picked),
-                     f"{g['load'][0]:.1f} / {g['load'][1]:.1f}"])
+        picked = sorted({_picked(c) for c in g["chosen"]})
+        rows.append([WORK[g["work"]][0], str(g["busy"]), *cells, f"{medians['default'] / best:.2f}",
+                     "; ".join(picked), f"{g['load'][0]:.1f} / {g['load'][1]:.1f}"])
     return _util.markdown_table(headers, rows)
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m benchmarks.threads", description=__doc__.split("\n")[0])
+    p.add_argument("--work", default="train,induction,sample", help="workloads (comma-separated): " + ", ".join(WORK))
     p.add_argument("--busy", default="0,1,2", help="competing busy processes per group (comma-separated)")
     p.add_argument("--rounds", type=int, default=3, help="runs of each setting per group")
-    p.add_argument("--steps", type=int, default=80, help="training steps per demo run")
-    p.add_argument("--load-seconds", type=float, default=60.0, help="each busy process stops after this long")
-    p.add_argument("--quick", action="store_true", help="0 busy, 1 round, 10 steps: checks that it runs")
+    p.add_argument("--steps", type=int, default=60, help="training steps per train_charlm run")
+    p.add_argument("--induction-steps", type=int, default=150, help="training steps per induction_heads run")
+    p.add_argument("--tokens", type=int, default=300, help="tokens per demos.sample run")
+    p.add_argument("--load-seconds", type=float, default=120.0, help="each busy process stops after this long")
+    p.add_argument("--quick", action="store_true", help="0 busy, 1 round, a few steps: checks that it runs")
     args = p.parse_args(argv)
     if args.quick:
-        args.busy, args.rounds, args.steps = "0", 1, 10
+        args.busy, args.rounds, args.steps, args.induction_steps, args.tokens = "0", 1, 10, 10, 20
     busy = [int(b) for b in args.busy.split(",") if b.strip()]
-    print("# The main demo's training tokens/s: default thread policy, 1 thread, all cores")
+    works = [w.strip() for w in args.work.split(",") if w.strip()]
+    unknown = [w for w in works if w not in WORK]
+    if unknown:
+        p.error(f"--work: unknown {unknown}; choose from {list(WORK)}")
+    sizes = {"train": args.steps, "induction": args.induction_steps, "sample": args.tokens}
+    print("# The thread policy: the default against 1 thread and all cores, beside competing busy processes")
     print(_util.machine_line(_util_cores()).replace(f"; {_util_cores()} BLAS thread(s)", ""))
-    print(f"{args.rounds} runs of {args.steps} steps per setting and group, in turn; medians (min-max)\n")
+    print(f"{args.rounds} runs per setting and group, in turn; medians (min-max); higher is better\n")
+    groups = []
     with tempfile.TemporaryDirectory(prefix="minigrad-threads-") as scratch:
-        groups = [measure(b, args.rounds, args.steps, args.load_seconds, Path(scratch)) for b in busy]
+        scratch = Path(scratch)
+        sample_run = None
+        if "sample" in works:  # a small trained run to sample from (its quality does not matter here)
+            sample_run = scratch / "sample-run"
+            _run(["demos.train_charlm", "--steps", "20", "--quiet", "--out", str(sample_run), "--eval-every", "20",
+                  "--sample-every", "0"], 1)
+        for work in works:
+            for b in busy:
+                groups.append(measure(work, b, args.rounds, sizes[work], args.load_seconds, scratch, sample_run))
+                print(report(groups[-1:]), flush=True)
+    print("\nAll groups:\n")
     print(report(groups))
 
 

@@ -5,6 +5,13 @@
     python -m benchmarks.train_step --profile            # cProfile one minigrad M step
     python -m benchmarks.train_step --quick              # a tiny config, a few steps (seconds)
     python -m benchmarks.train_step --configs M --handwritten   # + a hand-written NumPy step: the floor
+    python -m benchmarks.train_step --configs M --plain  # + a user's own loop, with no minigrad.runtime call
+
+``--plain`` adds a contender that is a learner's own script: the same model and
+AdamW, forward/backward/step, and no ``minigrad.runtime`` call and no
+``MINIGRAD_MALLOC_TUNE`` / ``MINIGRAD_AUTOTUNE`` in its environment (the thread
+count is fixed for every worker alike). Whatever the demos' start-up buys, it
+must get by itself (at its first ``backward()``: ``minigrad/runtime.py``).
 
 ``--handwritten`` adds a third contender, ``numpy_gpt.NumpyGPT``: the same model's
 forward, backward and AdamW written out in plain NumPy, with no engine at all.
@@ -75,7 +82,7 @@ class Config:
     def tokens(self) -> int:
         return self.batch * self.seq_len
 
-    def describe(self) -> str:
+    def title(self) -> str:
         return (f"{self.name}: d {self.d_model}, {self.n_layer} layers, {self.n_head} heads, T {self.seq_len}, "
                 f"B {self.batch} ({self.tokens:,} tokens/step)")
 
@@ -135,17 +142,19 @@ GEMM_OPS = ("matmul", "linear", "attention_weights")
 class MinigradWorker:
     """Holds a minigrad model + AdamW; ``step()`` times one training step, ``census()`` counts its ops."""
 
-    def __init__(self, cfg: Config, gelu: str):
-        _util.tune_malloc()
+    def __init__(self, cfg: Config, gelu: str, plain: bool = False):
+        if not plain:  # what the demos do first; a plain script (a user's own loop) calls nothing
+            _util.tune_malloc()
         import minigrad
         from minigrad.optim import AdamW
 
-        _util.set_threads()
+        if not plain:
+            _util.set_threads()
 
         self.mg = minigrad
         self.rss_after_import = _util.rss_mb()
         self.model = build_minigrad(cfg, gelu)
-        self.label = "models.GPT"
+        self.label = "models.GPT" + (", plain script" if plain else "")
         self.params = list(self.model.parameters())
         self.optimizer = AdamW(self.params, lr=3e-4, weight_decay=0.01)
         self.batches = token_batches(cfg)
@@ -461,7 +470,7 @@ def run_worker(args) -> None:
     """The worker process: build, warm up, then answer "step" and "census" until "quit"."""
     cfg = CONFIGS[args.config]
     if args.worker == "minigrad":
-        worker = MinigradWorker(cfg, args.gelu)
+        worker = MinigradWorker(cfg, args.gelu, plain=args.plain_script)
     elif args.worker == "handwritten":
         worker = NumpyWorker(cfg, args.gelu)
     else:
@@ -487,8 +496,11 @@ def measure(cfg: Config, contenders: list[str], args) -> dict:
             kind, tuned = name.split("+")[0], not name.endswith("+untuned")
             root = args.baseline if name == "minigrad+baseline" else None
             env = {"MINIGRAD_BACKEND": "numpy"} if name == "minigrad+numpy" else None
-            workers.append(_util.Worker("benchmarks.train_step", kind, options, args.threads, tuned, name=name,
-                                        root=root, env=env))
+            plain = ["--plain-script"] if name == "minigrad+plain" else []
+            if plain:
+                env = {"MINIGRAD_MALLOC_TUNE": "", "MINIGRAD_AUTOTUNE": ""}  # nothing set: what a user's shell has
+            workers.append(_util.Worker("benchmarks.train_step", kind, options + plain, args.threads, tuned,
+                                        name=name, root=root, env=env))
         steps = {w.name: [] for w in workers}
         for _ in range(args.steps):
             for w in workers:  # in turn: A, B, A, B, ...
@@ -513,7 +525,7 @@ def _column(steps: list[dict], key: str) -> list[float]:
 
 def report(result: dict, show_census: bool) -> str:
     cfg = Config(**result["config"])
-    lines = [f"### {cfg.describe()}"]
+    lines = [f"### {cfg.title()}"]
     headers = ["framework", "params", "loss@init", "step ms (median)", "step ms (min)", "forward ms", "backward ms",
                "AdamW ms", "backward/forward", "tokens/s", "matmul ms (share)", "matmuls/step", "peak RSS MiB"]
     rows, medians = [], {}
@@ -529,7 +541,7 @@ def report(result: dict, show_census: bool) -> str:
         matmul_share = _util.median([s["matmul"] / s["step"] for s in measured])
         matmul_calls = measured[0]["matmul_calls"]
         dtypes = set(d for s in steps for d in s["dtypes"])
-        label = info["label"] + {"minigrad+untuned": " (MINIGRAD_MALLOC_TUNE=0)",
+        label = info["label"] + {"minigrad+untuned": " (MINIGRAD_MALLOC_TUNE=0)", "minigrad+plain": "",
                                  "minigrad+numpy": " (MINIGRAD_BACKEND=numpy)",
                                  "minigrad+baseline": " (--baseline)"}.get(name, "")
         if dtypes != {"float32"}:
@@ -543,7 +555,8 @@ def report(result: dict, show_census: bool) -> str:
                      f"({info['rss_after_import_mb']:.0f} after import)"])
     lines.append(_util.markdown_table(headers, rows))
     lines.append(_util.load_note(*result["load_average"]))
-    for a, b in (("minigrad", "torch"), ("minigrad+numpy", "torch"), ("minigrad", "minigrad+numpy"),
+    for a, b in (("minigrad", "torch"), ("minigrad+plain", "minigrad"), ("minigrad+plain", "torch"),
+                 ("minigrad+numpy", "torch"), ("minigrad", "minigrad+numpy"),
                  ("minigrad+untuned", "torch"), ("minigrad", "minigrad+untuned"),
                  ("minigrad+baseline", "torch"), ("minigrad", "minigrad+baseline"), ("minigrad", "handwritten"),
                  ("handwritten", "torch")):
@@ -661,7 +674,7 @@ def profile(args) -> None:
     for _ in range(args.profile_steps):
         worker.step()
     profiler.disable()
-    print(f"cProfile of {args.profile_steps} minigrad training step(s), {cfg.describe()}; model: {worker.label}")
+    print(f"cProfile of {args.profile_steps} minigrad training step(s), {cfg.title()}; model: {worker.label}")
     print(f"unprofiled step: {_util.fmt_ms(wall)} ms (cProfile's own overhead inflates Python-heavy functions)")
     text = io.StringIO()
     pstats.Stats(profiler, stream=text).sort_stats(args.profile_sort).print_stats(args.profile_top)
@@ -709,6 +722,10 @@ def parse_args(argv=None):
                    help="also run minigrad with MINIGRAD_BACKEND=numpy (the [fast] backend against the default)")
     p.add_argument("--ab-malloc", action="store_true",
                    help="add a third worker: minigrad without its malloc tuning (MINIGRAD_MALLOC_TUNE=0)")
+    p.add_argument("--plain", action="store_true",
+                   help="add a worker running a user's own loop: models.GPT, AdamW, forward/backward/step, and no "
+                        "minigrad.runtime call (what it gets, it gets from the first backward())")
+    p.add_argument("--plain-script", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--baseline", metavar="DIR",
                    help="add a worker running the minigrad of another checkout (before/after a change), e.g. "
                         "`git worktree add /tmp/before HEAD~1` then --baseline /tmp/before")
@@ -751,7 +768,8 @@ def main(argv=None) -> None:
     if args.profile:
         profile(args)
         return
-    contenders = (["minigrad"] + (["minigrad+numpy"] if args.ab_backend else [])
+    contenders = (["minigrad"] + (["minigrad+plain"] if args.plain else [])
+                  + (["minigrad+numpy"] if args.ab_backend else [])
                   + (["minigrad+untuned"] if args.ab_malloc else [])
                   + (["minigrad+baseline"] if args.baseline else []) + (["handwritten"] if args.handwritten else []))
     if args.no_torch:

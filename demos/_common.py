@@ -41,9 +41,10 @@ def parse_args(argv, demo: str, description: str, pictures: bool = True) -> argp
 
 
 def set_threads(say: bool = True, prog: str | None = None) -> runtime.ThreadChoice:
-    """Choose BLAS threads for this run (``minigrad.runtime.set_threads``: the cores other work leaves free).
+    """Choose BLAS threads for this run (``minigrad.runtime.set_threads``: measured on the run's own steps).
 
-    ``say``: print one line with the choice and how to override it (the training demos do). A
+    ``say``: print one line with the choice and how to override it, and another
+    once the first steps have been timed (the training demos do). A
     ``MINIGRAD_THREADS`` that is not a thread count is the one-line ``<prog>: error: ...`` and exit code 2.
     """
     try:
@@ -56,6 +57,9 @@ def set_threads(say: bool = True, prog: str | None = None) -> runtime.ThreadChoi
     if say:
         count = "as the environment set" if choice.threads is None else f"{choice.threads}"
         print(f"threads: {count} ({choice.reason}; MINIGRAD_THREADS=N to choose)")
+        tuner = runtime.thread_tuner()
+        if tuner is not None and tuner.say is None:
+            tuner.say = lambda line: print(f"threads: {line}")
     return choice
 
 

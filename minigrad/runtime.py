@@ -1,11 +1,15 @@
-"""Process-wide settings an entry script may choose; importing minigrad changes none of them.
+"""Process-wide settings: BLAS threads, glibc's malloc thresholds, the default random generator.
 
 Three are here: how many threads BLAS may use (``set_threads``), how glibc's
 malloc keeps freed memory (``tune_malloc``), and the seed of the default random
-generator (``manual_seed``). The demos, lessons and benchmarks call the first
-two at the start of their ``main()``; a library that imports minigrad should
-not have its process changed behind its back, so ``import minigrad`` does
-neither.
+generator (``manual_seed``). ``import minigrad`` changes none of them. The
+demos, lessons and benchmarks call the first two at the start of their
+``main()``; a plain script gets both at its first ``backward()``
+(``first_backward``), since a backward pass means a training loop, which is
+what they pay off for. A library that imports minigrad, or a script that only
+runs a model forward, keeps its process as it was. ``MINIGRAD_AUTOTUNE=0``
+turns that off; ``report()`` (and ``mg.backend()["runtime"]``) says what was
+done and why.
 
 Threads
 -------
@@ -15,16 +19,21 @@ with other work (a browser, an IDE, someone else's tests) those threads fight
 the other work and each other for the cores, and the demos ran several times
 slower on both cores than on one (``python -m benchmarks.threads`` measures it;
 the numbers are in ``benchmarks/README.md``). On cores nobody else uses, all of
-them are quicker.
-
-So ``set_threads()`` looks before it chooses: it counts how many cores other
-processes keep busy right now (``busy_cores``, from ``/proc/stat`` over a tenth
-of a second, less this process's own time) and gives BLAS the cores left
-free, rounded to the nearest (at least 1). What the user said wins over what
-it measures: ``MINIGRAD_THREADS=N`` sets N, and an ``OPENBLAS_NUM_THREADS``,
+them are quicker. Which is the case cannot be read off the machine in a glance
+(a tenth of a second of ``/proc/stat`` catches a quiet moment or a busy one), so
+``set_threads()`` measures the work itself: the usable cores N are the affinity
+mask capped by the cgroup's CPU quota (v2 ``cpu.max``, v1 ``cfs_quota_us``;
+``usable_cores``); then 1 and N threads (and N/2 from 4 cores) each run a few
+steps (``ThreadTuner``; a step is one call of the top-level model, so a training
+step or a sampled token; with no Module, one backward()), the quicker is kept, and the candidates are timed
+again when the step time drifts by 30% or after 500 steps. Where there is no
+affinity mask or no /proc (macOS, Windows, some containers) N is
+``os.cpu_count()`` and the reason says so. What the user said wins over what it
+measures: ``MINIGRAD_THREADS=N`` sets N, and an ``OPENBLAS_NUM_THREADS``,
 ``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS`` already in the environment is left
 to do its job. The limit is applied with threadpoolctl, to every BLAS and
-OpenMP pool loaded at the time.
+OpenMP pool loaded at the time. ``MINIGRAD_THREADS_VERBOSE=1`` prints each
+decision to stderr.
 
 Memory
 ------
@@ -37,12 +46,8 @@ same memory back in, a few microseconds per 4 KB page. Raising the two threshold
 keeps the memory in the process, as PyTorch's caching allocator does for its
 tensors. Peak memory is unchanged: the same blocks are reused rather than
 returned and re-requested. What it is worth: ``benchmarks/README.md``
-(``python -m benchmarks.train_step --ab-malloc``).
-
-The training demos and the benchmark workers call it; a library that imports
-minigrad should not have its process's allocator changed behind its back, so
-``import minigrad`` does not. Only glibc has these knobs; elsewhere it does
-nothing. The environment variable ``MINIGRAD_MALLOC_TUNE=0`` turns it off.
+(``python -m benchmarks.train_step --ab-malloc``). Only glibc has these knobs;
+elsewhere it does nothing. ``MINIGRAD_MALLOC_TUNE=0`` turns it off.
 
 Random numbers
 --------------
@@ -64,23 +69,76 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import modes
+
 _M_TRIM_THRESHOLD = -1  # mallopt parameter numbers, from glibc's <malloc.h>
 _M_MMAP_THRESHOLD = -3
 _MMAP_THRESHOLD = 32 * 1024 * 1024  # glibc's largest allowed value on 64-bit: blocks above it still use mmap
 _TRIM_THRESHOLD = 512 * 1024 * 1024
 
 
-def tune_malloc() -> bool:
-    """Raise glibc's mmap and trim thresholds; True if it was done."""
-    if os.environ.get("MINIGRAD_MALLOC_TUNE", "1") == "0" or not sys.platform.startswith("linux"):
+_malloc_done: str | None = None  # what tune_malloc did, for report()
+
+
+def tune_malloc(why: str = "asked for by the script") -> bool:
+    """Raise glibc's mmap and trim thresholds; True if it was done. ``why`` is kept for ``report()``."""
+    global _malloc_done
+    if os.environ.get("MINIGRAD_MALLOC_TUNE", "1") == "0":
+        _malloc_done = "left as it was: MINIGRAD_MALLOC_TUNE=0"
+        return False
+    if not sys.platform.startswith("linux"):
+        _malloc_done = f"left as it was: not glibc ({sys.platform})"
         return False
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.gnu_get_libc_version  # noqa: B018 -- only glibc has it (musl, for one, does not)
     except (OSError, AttributeError):
+        _malloc_done = "left as it was: not glibc"
         return False
-    return bool(libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)) and bool(
+    done = bool(libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)) and bool(
         libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
+    _malloc_done = (f"glibc keeps freed blocks up to {_MMAP_THRESHOLD >> 20} MB ({why}; MINIGRAD_MALLOC_TUNE=0 "
+                    f"to leave it)") if done else "left as it was: mallopt refused"
+    return done
+
+
+# --------------------------------------------------------------------------------------
+# What a plain script gets: tuning at its first backward()
+# --------------------------------------------------------------------------------------
+
+_first_backward_seen = False
+
+
+def first_backward() -> None:
+    """Called by ``backward()`` the first time it runs in this process: tune what the demos tune, unless told not to.
+
+    A plain training loop (a model, an optimizer, forward/backward/step, no
+    ``runtime`` call) then runs as fast as the demos: the allocator keeps its
+    freed blocks (``tune_malloc``), and the thread count is measured on the
+    loop's own steps (``set_threads("auto")``). Not at import: a library that
+    imports minigrad, or a script that only runs forward passes, keeps its
+    process as it was. ``MINIGRAD_AUTOTUNE=0`` turns both off (the thread
+    variables and ``MINIGRAD_MALLOC_TUNE=0`` still work one by one); what was
+    done is in ``report()`` and ``mg.backend()``.
+    """
+    global _first_backward_seen
+    _first_backward_seen = True
+    if os.environ.get("MINIGRAD_AUTOTUNE", "1") == "0":
+        return
+    if _malloc_done is None:
+        tune_malloc("at the first backward(); MINIGRAD_AUTOTUNE=0 to skip")
+    if _choice is None:
+        set_threads("auto")
+
+
+def report() -> dict:
+    """What this process's runtime settings are and why: ``{"malloc": ..., "threads": ..., "autotune": ...}``."""
+    auto = os.environ.get("MINIGRAD_AUTOTUNE", "1") != "0"
+    return {"malloc": _malloc_done or "left as it was (nothing asked for it yet)",
+            "threads": "left as the BLAS library started (nothing asked for it yet)" if _choice is None
+            else f"{_choice.threads if _choice.threads is not None else 'as the environment set'} ({_choice.reason})",
+            "autotune": ("on: the first backward() tunes what is not yet chosen" if auto else
+                         "off: MINIGRAD_AUTOTUNE=0") + ("" if not _first_backward_seen else "; backward() has run")}
 
 
 # --------------------------------------------------------------------------------------
@@ -88,6 +146,9 @@ def tune_malloc() -> bool:
 # --------------------------------------------------------------------------------------
 
 USER_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+PROC = "/proc"  # where cpu_quota() reads; tests point these at a fake tree
+CGROUP = "/sys/fs/cgroup"
 
 
 class ThreadChoice(NamedTuple):
@@ -99,6 +160,8 @@ class ThreadChoice(NamedTuple):
 
 _choice: ThreadChoice | None = None  # the last choice applied, for ``backend()``
 _limits: list = []  # threadpoolctl's handles on the limits, kept so they stay in force
+_controller = None  # threadpoolctl's view of the pools, made once per set_threads (it scans the loaded libraries)
+_tuner = None  # the ThreadTuner measuring steps, while "auto" measures
 
 
 def cores() -> int:
@@ -109,40 +172,81 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def _cpu_ticks() -> tuple[int, int] | None:
-    """(busy, total) clock ticks of all CPUs since boot, from /proc/stat's first line; None off Linux."""
+def _read(path: str) -> str | None:
     try:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:]]
-    except (OSError, ValueError):
+        with open(path) as f:
+            return f.read()
+    except OSError:
         return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return sum(fields[:8]) - idle, sum(fields[:8])
 
 
-def busy_cores(interval: float = 0.1) -> float:
-    """How many cores other processes keep busy now: all CPUs' busy time over ``interval``, less our own.
+def cpu_quota() -> tuple[float | None, str]:
+    """The CPUs this process's cgroup may use (``quota / period``), or None, and where that was read.
 
-    Where /proc/stat is missing (macOS, Windows), the 1-minute load average
-    stands in for it (it counts this process too, so it errs towards fewer threads).
+    cgroup v2: ``cpu.max`` ("max 100000" or "200000 100000") in the process's
+    group, found from ``/proc/self/cgroup`` ("0::/path"), and in each group above
+    it (the smallest limit wins). v1: ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``
+    in the ``cpu`` controller's group (-1: no limit).
     """
-    before, own_before, start = _cpu_ticks(), time.process_time(), time.perf_counter()
-    if before is None:
-        try:
-            return float(os.getloadavg()[0])
-        except (AttributeError, OSError):
-            return 0.0
-    time.sleep(interval)
-    after, own, wall = _cpu_ticks(), time.process_time() - own_before, time.perf_counter() - start
-    busy, total = after[0] - before[0], after[1] - before[1]
-    if total <= 0:
-        return 0.0
-    n_cpus = os.cpu_count() or 1
-    return max(0.0, busy / total * n_cpus - own / wall)
+    groups = _read(os.path.join(PROC, "self", "cgroup"))
+    if groups is None:
+        return None, "no /proc/self/cgroup"
+    limits, source = [], "cgroup: no CPU quota"
+    for line in groups.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        path = path.strip().lstrip("/")
+        if controllers == "":  # v2: walk from the group up to the root
+            while True:
+                text = _read(os.path.join(CGROUP, path, "cpu.max"))
+                fields = text.split() if text else []
+                if len(fields) == 2 and fields[0] != "max":
+                    try:
+                        limits.append((int(fields[0]) / int(fields[1]), f"cgroup v2 cpu.max {fields[0]} {fields[1]}"))
+                    except (ValueError, ZeroDivisionError):
+                        pass
+                if not path:
+                    break
+                path = os.path.dirname(path)
+        elif "cpu" in controllers.split(","):  # v1
+            for folder in (os.path.join(CGROUP, controllers, path), os.path.join(CGROUP, "cpu", path),
+                           os.path.join(CGROUP, "cpu,cpuacct", path)):
+                quota, period = _read(os.path.join(folder, "cpu.cfs_quota_us")), \
+                    _read(os.path.join(folder, "cpu.cfs_period_us"))
+                if quota is None or period is None:
+                    continue
+                try:
+                    q, per = int(quota), int(period)
+                except ValueError:
+                    break
+                if q > 0 and per > 0:
+                    limits.append((q / per, f"cgroup v1 cfs_quota_us {q} / cfs_period_us {per}"))
+                break
+    if not limits:
+        return None, source
+    return min(limits)
+
+
+def usable_cores() -> tuple[int, str]:
+    """How many threads can run at once here: the affinity mask, capped by a cgroup CPU quota; and how it was found.
+
+    Where the OS has no affinity mask or no /proc (macOS, Windows, some containers)
+    the plain rule is ``os.cpu_count()``, and the reason says so.
+    """
+    try:
+        n, how = len(os.sched_getaffinity(0)), "CPU affinity"
+    except AttributeError:
+        n, how = os.cpu_count() or 1, "os.cpu_count() (no affinity mask on this OS)"
+    quota, source = cpu_quota()
+    if quota is not None and math.ceil(quota) < n:
+        return max(1, math.ceil(quota)), f"{n} cores by {how}, {quota:g} CPUs by the {source}"
+    return n, f"{n} cores by {how}; {source}"
 
 
 def choose_threads(policy: str | int = "auto") -> ThreadChoice:
-    """The thread count ``set_threads(policy)`` applies, and why; measures the load only for "auto"."""
+    """The thread count ``set_threads(policy)`` starts with, and why (for "auto", the first count it measures)."""
     requested = os.environ.get("MINIGRAD_THREADS", "").strip()
     if requested and requested != "auto":
         if not requested.isdigit() or int(requested) < 1:
@@ -156,38 +260,179 @@ def choose_threads(policy: str | int = "auto") -> ThreadChoice:
             if isinstance(policy, bool) or not isinstance(policy, int) or policy < 1:
                 raise ValueError(f"set_threads: policy must be 'auto' or a positive int, got {policy!r}")
             return ThreadChoice(policy, "asked for by the script")
-    n = cores()
+    n, how = usable_cores()
     if n == 1:
-        return ThreadChoice(1, "one core")
-    busy = busy_cores()
-    free = n - busy
-    threads = max(1, min(n, math.floor(free + 0.5)))
-    return ThreadChoice(threads, f"auto: {n} cores, {busy:.1f} kept busy by other processes")
+        return ThreadChoice(1, f"auto: one core to run on ({how})")
+    return ThreadChoice(1, f"auto: measuring 1 and {n} threads on the first steps ({how})")
 
 
 def set_threads(policy: str | int = "auto") -> ThreadChoice:
-    """Limit the BLAS and OpenMP thread pools to ``choose_threads(policy)`` threads; returns the choice.
+    """Limit the BLAS and OpenMP thread pools; returns the choice (``thread_choice()`` follows it later).
 
-    ``policy``: "auto" (the cores other processes leave free), or a thread count.
-    ``MINIGRAD_THREADS=N`` overrides both; an ``OPENBLAS_NUM_THREADS`` (or OMP_,
-    MKL_) the user set is respected and nothing is changed. Needs threadpoolctl
-    (a dependency of minigrad); pools loaded after the call (a later ``import
-    torch``) are not limited.
+    ``policy``: a thread count, or "auto": the count this process's own steps run
+    fastest with (``ThreadTuner``: each of 1 and N threads, N the usable cores,
+    is timed over a few steps, the quicker kept, and measured again when the
+    step time drifts). A step is the time from one call of a top-level model
+    (a Module called outside any other) to the next; in a loop with no Module,
+    from one ``backward()`` to the next. ``MINIGRAD_THREADS=N``
+    overrides both; an ``OPENBLAS_NUM_THREADS`` (or OMP_, MKL_) the user set is
+    respected and nothing is changed. Needs threadpoolctl (a dependency of
+    minigrad); pools loaded after the call (a later ``import torch``) are not limited.
     """
-    global _choice, _limits
+    global _choice, _controller, _tuner
     choice = choose_threads(policy)
+    _tuner = None
+    modes.step_clock = None
     if choice.threads is not None:
         from threadpoolctl import ThreadpoolController
 
         _set_numba_threads(choice.threads)  # first: starting numba's pool resets OpenMP's thread count
-        for limit in reversed(_limits):
-            limit.restore_original_limits()
-        controller = ThreadpoolController()
-        _limits = [controller.limit(limits=choice.threads)]
-        if _fast_gemm:  # MKL does the big products: OpenBLAS keeps one thread, so its pool does not spin
-            _limits.append(controller.select(internal_api="openblas").limit(limits=1))
+        _controller = ThreadpoolController()
+        _apply(choice.threads)
+        n = usable_cores()[0]
+        if choice.reason.startswith("auto: measuring"):
+            _tuner = ThreadTuner(sorted({1, n // 2, n} - {0}), choice.reason.split("(", 1)[1].rstrip(")"))
+            modes.step_clock = _tuner.tick
     _choice = choice
+    if os.environ.get("MINIGRAD_THREADS_VERBOSE"):
+        _say(f"{choice.threads if choice.threads is not None else 'as the environment set'} ({choice.reason})")
     return choice
+
+
+def _apply(threads: int) -> None:
+    """Put ``threads`` in force in every pool the last ``set_threads`` found (and numba's)."""
+    global _limits
+    _set_numba_threads(threads)
+    for limit in reversed(_limits):
+        limit.restore_original_limits()
+    _limits = [_controller.limit(limits=threads)]
+    if _fast_gemm:  # MKL does the big products: OpenBLAS keeps one thread, so its pool does not spin
+        _limits.append(_controller.select(internal_api="openblas").limit(limits=1))
+
+
+class ThreadTuner:
+    """Chooses the thread count from the time the process's own steps take: measured, not guessed.
+
+    ``tick()`` is called at the start of every step. The first two steps (warm-up)
+    are not counted; then each candidate count runs ``trial`` steps, or one if that
+    step is already 1.5x the best median so far (why keep running a count that
+    is clearly worse), and the count with the lowest median step time is kept.
+    While it runs, the median of the last 5 steps is watched against that of its
+    first 5 steady steps: when it moves by
+    more than ``drift`` (another program started or stopped) in the direction
+    that could favour another count (quicker on 1 thread, slower on N) after at
+    least ``hold`` steady steps, or every ``recheck`` steps, the candidates are
+    timed again. ``hold`` starts at 10 and doubles each time a new measurement keeps
+    the same count (a noisy machine's step times wander without anything having
+    changed), and starts over when the count changes. ``clock`` is for tests.
+    """
+
+    def __init__(self, candidates: list[int], cores_reason: str, trial: int = 3, drift: float = 0.3,
+                 recheck: int = 500, clock=time.perf_counter, apply=None, say=None):
+        self.candidates, self.cores_reason = candidates, cores_reason
+        self.trial, self.drift, self.recheck = trial, drift, recheck
+        self.clock, self.apply = clock, apply or _apply
+        self.say = say if say is not None else (_say if os.environ.get("MINIGRAD_THREADS_VERBOSE") else None)
+        self.window = 5  # the steady steps whose median is compared with the chosen count's
+        self.min_hold = self.hold = 10  # steady steps before a drift may start a new measurement
+        self.last = None
+        self.seen_model = False
+        self.chosen: int | None = None
+        self.history: list[str] = []
+        self._start_trial(settle=2)  # the first two steps: warm-up (allocations, caches)
+
+    def _start_trial(self, settle: int) -> None:
+        self.times = {n: [] for n in self.candidates}
+        self.index, self.settle = 0, settle
+        self.apply(self.candidates[0])
+        self.current = self.candidates[0]
+
+    def tick(self, source: str = "model") -> None:
+        """A step starts. ``source``: "model" (a top-level model call) or "backward" (a backward() ended).
+
+        Steps are timed from model calls when there are any, else from one backward() to the next.
+        """
+        if source != "model":
+            if self.seen_model:
+                return
+        elif not self.seen_model:
+            self.seen_model = True
+            if self.last is not None:  # backward() was the clock so far: time model calls afresh
+                self.last = None
+                self._start_trial(settle=1)
+        now = self.clock()
+        last, self.last = self.last, now
+        if last is None:
+            return
+        step = now - last
+        if self.chosen is None or self.index < len(self.candidates):
+            self._trial_step(step)
+        else:
+            self._steady_step(step)
+
+    def _trial_step(self, step: float) -> None:
+        if self.settle:
+            self.settle -= 1
+            return
+        self.times[self.current].append(step)
+        timed = [_median(v) for n, v in self.times.items() if v and n != self.current]
+        clearly_slower = timed and step > 1.5 * min(timed)  # (beside busy cores, 2 threads can be 5x slower)
+        if len(self.times[self.current]) < self.trial and not clearly_slower:
+            return
+        self.index += 1
+        if self.index < len(self.candidates):
+            self.current = self.candidates[self.index]
+            self.apply(self.current)  # from the next step on: no step is split between two counts
+            return
+        medians = {n: _median(v) for n, v in self.times.items()}
+        best = min(medians, key=medians.get)
+        if best != self.current:
+            self.apply(best)
+        # On a noisy machine the step time wanders: a check that keeps the same count waits twice as long
+        # before the next one; a check that changes it starts the waiting over.
+        self.hold = self.min_hold if best != self.chosen else min(2 * self.hold, self.recheck)
+        # The drift is measured from the first steady steps, not from the trial's: the first steps of a
+        # run are slower (memory still being mapped, caches cold), and would make every later step look quick.
+        self.chosen, self.current, self.baseline, self.recent, self.steps = best, best, None, [], 0
+        timed = ", ".join(f"{n}: {1000 * t:.0f} ms" for n, t in medians.items())
+        line = f"auto: {best} measured quickest (median step {timed}; {self.cores_reason})"
+        self.history.append(line)
+        global _choice
+        if _tuner is self:
+            _choice = ThreadChoice(best, line)
+        if self.say:
+            self.say(line)
+
+    def _steady_step(self, step: float) -> None:
+        self.steps += 1
+        self.recent.append(step)
+        del self.recent[:-self.window]
+        if self.baseline is None:
+            if len(self.recent) == self.window:
+                self.baseline = _median(self.recent)
+            return
+        if self.steps >= self.recheck or (self.steps >= self.hold and len(self.recent) == self.window and
+                                          self._drifted(_median(self.recent) / self.baseline)):
+            self._start_trial(settle=0)
+
+    def _drifted(self, ratio: float) -> bool:
+        """Whether a step time ``ratio`` times the chosen count's could mean another count is now quicker.
+
+        Slower steps on the fewest threads (more load) and quicker steps on the most (less load)
+        say nothing new: the choice stands. The periodic ``recheck`` covers the rest.
+        """
+        fewest, most = self.chosen == self.candidates[0], self.chosen == self.candidates[-1]
+        return (ratio < 1 - self.drift and not most) or (ratio > 1 + self.drift and not fewest)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if len(ordered) % 2 else (ordered[len(ordered) // 2 - 1] +
+                                                                ordered[len(ordered) // 2]) / 2
+
+
+def _say(line: str) -> None:
+    print(f"threads: {line}", file=sys.stderr)
 
 
 def _set_numba_threads(threads: int) -> None:
@@ -254,6 +499,11 @@ def prepare_fast_backend() -> str | None:
         os.environ.setdefault("MKL_THREADING_LAYER", "GNU")
         _fast_gemm = True
     return path
+
+
+def thread_tuner() -> ThreadTuner | None:
+    """The tuner measuring steps for ``set_threads("auto")``, or None (a fixed count, or one core)."""
+    return _tuner
 
 
 def thread_choice() -> ThreadChoice | None:

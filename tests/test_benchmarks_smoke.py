@@ -84,6 +84,12 @@ def test_train_step_against_a_baseline_checkout(tmp_path):
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch not installed (pip install torch==2.13.0)")
+def test_train_step_plain_script_worker_is_compared_with_the_demos_step():
+    out = run("benchmarks.train_step", "--quick", "--no-torch", "--plain")
+    table_row(out, "models.GPT, plain script")
+    assert re.search(r"minigrad\+plain / minigrad: [\d.]+x by median step, .* [\d.]+x median of paired", out)
+
+
 def test_train_step_against_torch():
     out = run("benchmarks.train_step", "--quick", "--ab-malloc")
     untuned = "(MINIGRAD_MALLOC_TUNE=0)"
@@ -262,12 +268,14 @@ def test_threads_benchmark_runs_beside_a_load_that_stops_by_itself():
 
     load = threads.start_load(1, 0.2)
     assert all(p.wait(timeout=30) == 0 for p in load)  # the busy process ended on its own
-    out = run_plain("benchmarks.threads", "--busy", "1", "--rounds", "1", "--steps", "3", "--load-seconds", "30")
-    row = find_row(out, "1")
-    assert row is not None and len(row) == 7, out
-    for cell in row[1:4]:  # default, 1 thread, all cores: "tok/s (min-max)"
-        assert float(cell.split()[0].replace(",", "")) > 0
-    assert float(row[4]) > 0 and "(" in row[5]
+    out = run_plain("benchmarks.threads", "--busy", "1", "--rounds", "1", "--steps", "3", "--induction-steps", "3",
+                    "--tokens", "5", "--load-seconds", "30")
+    for work in ("demos.train_charlm", "demos.induction_heads", "demos.sample"):
+        row = table_row(out, work)
+        assert len(row) == 8 and row[1] == "1", out
+        for cell in row[2:5]:  # default, 1 thread, all cores: "rate (min-max)"
+            assert float(cell.split()[0].replace(",", "")) > 0
+        assert float(row[5]) > 0 and ("measured quickest" in row[6] or "still measuring" in row[6]), row
 
 
 def test_lesson_times_reports_wall_time_machine_and_load():

@@ -20,13 +20,12 @@ added here:
   each a Tensor (or None) of the input's shape or one it broadcasts to (the
   shape only for inputs that require grad: a constant's gradient is dropped); a VJP
   that breaks this, or calls NumPy on Tensors, is a ``VJPError`` naming the op;
-* a graph whose input was changed in place after the op used it (its version
-  counter moved, ``minigrad/versions.py``) is refused before any gradient is written;
 * under ``detect_anomaly()`` (``anomaly.py``) every gradient is checked for
   NaN/Inf, and the op and the user's line that made it are named.
 
 The loop itself is ``_backpropagate``, in eight numbered steps; the helpers above
-it keep the bookkeeping out of its way. ``backward`` and ``grad``, at the end,
+it keep the rarer cases (hooks, broadcast gradients, anomaly mode) out of its way.
+It runs once per node of every backward, so its common path is written inline. ``backward`` and ``grad``, at the end,
 are its two public faces.
 """
 
@@ -36,6 +35,7 @@ import contextlib
 
 import numpy as np
 
+from .. import modes, runtime
 from ..modes import set_grad_enabled, state
 from ..tensor import OpError, Tensor
 from .anomaly import check_backward
@@ -62,25 +62,30 @@ def toposort(roots, constants: bool = False, inputs_of=None) -> list[Tensor]:
     says what to visit before a node instead (``viz`` walks freed nodes' records so).
     """
     order, visited = [], set()
+    mark = visited.add
     for root in roots:
         stack = [(root, False)]
+        pop, push = stack.pop, stack.append
         while stack:
-            t, expanded = stack.pop()
+            t, expanded = pop()
             if expanded:
                 order.append(t)
                 continue
             if id(t) in visited:
                 continue
-            visited.add(id(t))
-            stack.append((t, True))
+            mark(id(t))
+            push((t, True))
             if inputs_of is not None:
-                stack.extend((x, False) for x in reversed(inputs_of(t)) if id(x) not in visited)
-            elif t._op is not None:
-                if t._inputs is None:
+                inputs = inputs_of(t)
+            elif t._op is None:
+                continue
+            else:
+                inputs = t._inputs
+                if inputs is None:
                     raise RuntimeError(_FREED)
-                # reversed, so the first input is visited (and listed) first
-                stack.extend((x, False) for x in reversed(t._inputs)
-                             if (constants or x.requires_grad) and id(x) not in visited)
+            for x in reversed(inputs):  # reversed, so the first input is visited (and listed) first
+                if (constants or inputs_of is not None or x.requires_grad) and id(x) not in visited:
+                    push((x, False))
     return order
 
 
@@ -177,68 +182,43 @@ def _accumulate(t: Tensor, g: Tensor, owned: _OwnedGrads, create_graph: bool) ->
         t.grad = Tensor._wrap(t.grad.data + g.data)
 
 
-def _call_vjp(t: Tensor, g: Tensor) -> tuple:
-    """``t``'s op's VJP: one gradient per input of ``t``. Under detect_anomaly, checked and blamed on the op.
+def _call_vjp_under_anomaly(t: Tensor, g: Tensor) -> tuple:
+    """``t``'s op's VJP under detect_anomaly: its results checked as a whole and blamed on the op.
 
-    What comes back is checked where it is used (``contract.py``), so a wrong VJP
-    is named here and not by the reshape or add that trips over its result later.
+    Left on, anomaly mode would check each op inside the VJP as a forward, and
+    report (say) a 'div' at the user's backward() line instead of sqrt's
+    gradient at sqrt's line. (The loop calls the VJP itself otherwise.)
     """
+    state.anomaly = False
     try:
-        if not state.anomaly:
-            input_grads = t._op.vjp(g, t, *t._inputs, **t._params)
-        else:
-            # Checked as a whole and blamed on this op. Left on, anomaly mode would check each op inside
-            # the VJP as a forward, and report (say) a 'div' at the user's backward() line instead of
-            # sqrt's gradient at sqrt's line.
-            state.anomaly = False
-            try:
-                input_grads = t._op.vjp(g, t, *t._inputs, **t._params)
-            finally:
-                state.anomaly = True
+        input_grads = t._op.vjp(g, t, *t._inputs, **t._params)
     except Exception as err:
         failure = vjp_failure(t, err)
         if failure is err:
             raise
         raise failure from None
+    finally:
+        state.anomaly = True
     if type(input_grads) is not tuple or len(input_grads) != len(t._inputs):
         input_grads = one_per_input(t, input_grads)
-    if state.anomaly:
-        check_backward(t, input_grads)
+    check_backward(t, input_grads)
     return input_grads
 
 
-def _free(t: Tensor) -> None:
-    """Drop what ``t``'s node holds for backward, so the arrays its inputs hold can go; keep its structure."""
-    remember_inputs(t)
-    t._inputs = None
-    t._params = None
-    t._saved = None
+def _fit(t: Tensor, i: int, x: Tensor, gx) -> Tensor:
+    """The gradient ``gx`` that ``t``'s VJP sent to its input ``x`` (number ``i``), made to fit ``x``.
 
-
-def _input_grads(t: Tensor, g: Tensor) -> list[tuple[Tensor, Tensor]]:
-    """Call ``t``'s VJP with ``g``; return ``(input, gradient)`` for each input that requires grad.
-
-    Each gradient is made to fit its input: summed back from a broadcast shape, and
-    cast to the input's dtype (a gradient has its tensor's dtype, PyTorch's rule: a
-    float32 weight met by float64 data gets a float32 gradient, not one that would
-    upcast it at the update). A VJP result that cannot fit is a ``VJPError`` naming the op.
+    Summed back from a broadcast shape, and cast to the input's dtype (a gradient has
+    its tensor's dtype, PyTorch's rule: a float32 weight met by float64 data gets a
+    float32 gradient, not one that would upcast it at the update). A VJP result that
+    cannot fit is a ``VJPError`` naming the op.
     """
-    pairs = []
-    for i, (x, gx) in enumerate(zip(t._inputs, _call_vjp(t, g))):
-        if gx is None:
-            continue
-        if type(gx) is not Tensor or gx.data.shape != x.data.shape:  # (broadcast, or a broken VJP)
-            check_grad(t, i, x, gx)  # also for a constant's: a broken VJP is broken whatever needs a gradient
-            if not x.requires_grad:
-                continue
-            if gx.data.shape != x.data.shape:
-                gx = _sum_to(gx, x.data.shape)
-        elif not x.requires_grad:
-            continue
-        if gx.data.dtype is not x.data.dtype and gx.data.dtype != x.data.dtype:  # (`is`: dtypes are shared)
-            gx = gx.astype(x.dtype)
-        pairs.append((x, gx))
-    return pairs
+    if type(gx) is not Tensor or gx.data.shape != x.data.shape:  # (broadcast, or a broken VJP)
+        check_grad(t, i, x, gx)
+        gx = _sum_to(gx, x.data.shape)
+    if gx.data.dtype != x.data.dtype:
+        gx = gx.astype(x.dtype)
+    return gx
 
 
 def _not_run(t: Tensor, retain_graph: bool) -> None:
@@ -268,29 +248,59 @@ def _backpropagate(roots, root_grads, retain_graph: bool, create_graph: bool, ta
     found: dict[int, Tensor] = {}
     owned = _OwnedGrads(root_grads, create_graph)
 
+    anomaly = state.anomaly  # (read once: a thread-local's attribute is slow to read per node)
+    pop = pending.pop
     with set_grad_enabled(create_graph), _restoring_vjp_depth():  # 3. record the VJPs only for create_graph
         for t in reversed(order):  # 4. outputs first: when t comes up, every use of t has sent its gradient
-            g = pending.pop(id(t), None)
+            g = pop(id(t), None)
+            op = t._op
             if g is None:
-                _not_run(t, retain_graph)
-                continue  # no gradient reached t
+                if op is not None and not retain_graph:
+                    remember_inputs(t)  # no gradient reached t: its record still draws its branch
+                continue
             if create_graph:
                 state.vjp_depth = t._vjp_depth + 1  # the ops recorded now are t's VJP: one pass deeper
             if t._hooks:
                 g = _run_hooks(t, g)  # 5. hooks see t's whole gradient, and may replace it
             if id(t) in target_ids:  # 6. hand the gradient out: grad()'s result, or into .grad
                 found[id(t)] = owned(g)
-            elif targets is None and (t._op is None or t._retains_grad):
+            elif targets is None and (op is None or t._retains_grad):
                 _accumulate(t, g, owned, create_graph)
-            if t._op is None or (needed is not None and id(t) not in needed):
+            if op is None or (needed is not None and id(t) not in needed):
                 _not_run(t, retain_graph)
                 continue  # a leaf, or nothing grad() wants lies behind t
-            if t._inputs is None:
+            inputs = t._inputs
+            if inputs is None:
                 raise RuntimeError(_FREED)
-            for x, gx in _input_grads(t, g):  # 7. the chain rule: t's VJP sends g on to t's inputs
-                pending[id(x)] = gx if id(x) not in pending else pending[id(x)] + gx
+            if anomaly:
+                input_grads = _call_vjp_under_anomaly(t, g)
+            else:  # what comes back is checked where it is used (contract.py), so a wrong VJP is named here
+                try:
+                    input_grads = op.vjp(g, t, *inputs, **t._params)
+                except Exception as err:
+                    failure = vjp_failure(t, err)
+                    if failure is err:
+                        raise
+                    raise failure from None
+                if type(input_grads) is not tuple or len(input_grads) != len(inputs):
+                    input_grads = one_per_input(t, input_grads)
+            for i, x in enumerate(inputs):  # 7. the chain rule: t's VJP sends g on to t's inputs
+                gx = input_grads[i]
+                if gx is None:
+                    continue
+                if not x.requires_grad:
+                    if type(gx) is not Tensor or (x.data.shape and gx.data.shape != x.data.shape):
+                        check_grad(t, i, x, gx)  # a broken VJP is broken whatever needs a gradient
+                    continue  # a constant's gradient is dropped (a 0-d constant's fits any shape)
+                if type(gx) is not Tensor or gx.data.shape != x.data.shape or gx.data.dtype is not x.data.dtype:
+                    gx = _fit(t, i, x, gx)  # broadcast, another dtype, or a broken VJP
+                if id(x) in pending:
+                    pending[id(x)] = pending[id(x)] + gx
+                else:
+                    pending[id(x)] = gx
             if not retain_graph:
-                _free(t)  # 8. t's arrays are no longer needed
+                remember_inputs(t)  # 8. t's arrays are no longer needed: keep its structure, drop the rest
+                t._inputs = t._params = t._saved = None
     return found
 
 
@@ -320,6 +330,10 @@ def backward(tensors, gradient=None, retain_graph: bool | None = None, create_gr
         grads = one_per_output("backward", "gradient", roots, gradient, False)
     retain = create_graph if retain_graph is None else retain_graph
     _backpropagate(roots, [_as_grad(g, r) for r, g in zip(roots, grads)], retain, create_graph)
+    if modes.step_clock is not None:
+        modes.step_clock("backward")  # the thread policy's clock, in a loop with no model call (runtime.py)
+    if not runtime._first_backward_seen:
+        runtime.first_backward()  # a training loop: tune what the demos tune (runtime.py says what, and how to stop it)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, create_graph: bool = False,

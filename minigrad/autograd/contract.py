@@ -170,14 +170,15 @@ def _kind(value) -> str:
 def check_grad(t: Tensor, i: int, x: Tensor, gx) -> None:
     """Raise VJPError unless ``gx`` is a Tensor whose shape ``x``'s shape broadcasts to (so _sum_to can reduce it).
 
-    Called only when autograd's cheap test fails: not a Tensor, or not x's shape.
+    Called only when autograd's cheap test fails: not a Tensor, or not x's shape
+    (a broadcast gradient, so on every node that broadcasts: no message is built until it fails).
     """
-    where = f"the VJP of op '{t._op.name}' returned"
     if not isinstance(gx, Tensor):
-        raise VJPError(f"backward: {where} {_kind(gx)} for its input {i} (shape {x.shape}), not a Tensor "
-                       f"or None{_TENSOR_OPS}")
-    lead = gx.ndim - x.ndim
-    if lead < 0 or any(n != m and n != 1 for n, m in zip(x.shape, gx.shape[lead:])):
-        raise VJPError(f"backward: {where} a gradient of shape {gx.shape} for its input {i}, which has shape "
-                       f"{x.shape}; a gradient must have its input's shape, or a shape that input broadcasts "
-                       f"to (backward sums it back)")
+        raise VJPError(f"backward: the VJP of op '{t._op.name}' returned {_kind(gx)} for its input {i} "
+                       f"(shape {x.shape}), not a Tensor or None{_TENSOR_OPS}")
+    shape, given = x.data.shape, gx.data.shape
+    lead = len(given) - len(shape)
+    if lead < 0 or any(n != m and n != 1 for n, m in zip(shape, given[lead:])):
+        raise VJPError(f"backward: the VJP of op '{t._op.name}' returned a gradient of shape {gx.shape} for its "
+                       f"input {i}, which has shape {x.shape}; a gradient must have its input's shape, or a shape "
+                       f"that input broadcasts to (backward sums it back)")

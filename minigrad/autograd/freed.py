@@ -74,20 +74,16 @@ class FreedNode:
                  "vjp_depth", "_one")
 
     def __init__(self, t: Tensor):
-        # Backward makes one of these per node, so it is kept cheap: no copies, no property calls.
-        data, params = t.data, t._params
-        self.tensor = weakref.ref(t)
-        self.op = t._op
-        self.params = params if not params or not _holds_arrays(params) else _without_arrays(params)
-        self.inputs = None  # records of the inputs, once backward frees this node
-        self.shape = data.shape
-        self.dtype = data.dtype
-        self.name = t.name
-        self.scope = t._scope
-        self.requires_grad = t.requires_grad
-        self.vjp_depth = t._vjp_depth
-        # A one-element array (owning its memory: a view would keep its base alive), read when drawn.
-        self._one = None if data.size != 1 else data if data.base is None else data.copy()
+        _fill(self, t)
+
+    def __getstate__(self):
+        """Pickled without the weak reference (a model pickled after backward carries its parameters' records)."""
+        return {name: getattr(self, name) for name in FreedNode.__slots__ if name != "tensor"}
+
+    def __setstate__(self, state):
+        for name, value in state.items():
+            setattr(self, name, value)
+        self.tensor = _gone
 
     @property
     def value(self):
@@ -104,6 +100,12 @@ class ConstantRecord(FreedNode):
     def __init__(self, t: Tensor):
         self._constant = t
 
+    def __getstate__(self):
+        return {"_constant": self._constant}
+
+    def __setstate__(self, state):
+        self._constant = state["_constant"]
+
     def tensor(self) -> Tensor:
         return self._constant
 
@@ -116,11 +118,34 @@ class ConstantRecord(FreedNode):
     value = property(lambda self: self._constant.data.item() if self._constant.data.size == 1 else None)
 
 
+def _gone():
+    """An unpickled record's ``tensor()``: the tensor it described is not in this process."""
+    return None
+
+
+def _fill(record: FreedNode, t: Tensor) -> FreedNode:
+    """Write ``t``'s structure into ``record``. Backward makes one record per node, so no copies, no properties."""
+    data, params = t.data, t._params
+    record.tensor = _ref(t)
+    record.op = t._op
+    record.params = params if not params or not _holds_arrays(params) else _without_arrays(params)
+    record.inputs = None  # records of the inputs, once backward frees this node
+    record.shape = data.shape
+    record.dtype = data.dtype
+    record.name = t.name
+    record.scope = t._scope
+    record.requires_grad = t.requires_grad
+    record.vjp_depth = t._vjp_depth
+    # A one-element array (owning its memory: a view would keep its base alive), read when drawn.
+    record._one = None if data.size != 1 else data if data.base is None else data.copy()
+    return record
+
+
 def record_of(t: Tensor) -> FreedNode:
     """``t``'s record, made on first use and kept in its ``_record`` slot."""
     record = t._record
     if record is None or record.tensor() is not t:  # (a deepcopied tensor arrives with its original's record)
-        record = t._record = FreedNode(t)
+        record = t._record = _fill(_new(FreedNode), t)
     return record
 
 
@@ -128,7 +153,25 @@ def remember_inputs(t: Tensor) -> None:
     """Write the records of ``t``'s inputs into ``t``'s record, so its branch can be drawn once ``t`` is gone.
 
     A constant of a few numbers (``x * 0.5``'s 0.5) is kept as itself (``ConstantRecord``): cheaper than a
-    record, and it holds no array worth freeing.
+    record, and it holds no array worth freeing. (Backward calls this once per node: ``record_of`` is
+    written out inline.)
     """
-    record_of(t).inputs = tuple([record_of(x) if x.requires_grad or x.data.size > 4 else ConstantRecord(x)
-                                 for x in t._inputs])
+    record = t._record
+    if record is None or record.tensor() is not t:
+        record = t._record = _fill(_new(FreedNode), t)
+    records = []
+    for x in t._inputs:
+        if x.requires_grad or x.data.size > 4:
+            r = x._record
+            if r is None or r.tensor() is not x:
+                r = x._record = _fill(_new(FreedNode), x)
+            records.append(r)
+        else:
+            r = _new(ConstantRecord)
+            r._constant = x
+            records.append(r)
+    record.inputs = tuple(records)
+
+
+_new = object.__new__
+_ref = weakref.ref

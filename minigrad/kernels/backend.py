@@ -87,6 +87,7 @@ def backend() -> dict:
         from . import mkl_blas
 
         for key, choice in mkl_blas.chosen.items():
-            by_shape[mkl_blas.describe(key)] = choice
+            by_shape[mkl_blas.shape_text(key)] = choice
     return {"backend": _chosen["kernels"], "gemm": _chosen["blas"], "why": _chosen["why"], "kernels": forms,
-            "gemm_by_shape": by_shape, "threads": runtime.thread_choice(), "thread_pools": runtime.thread_pools()}
+            "gemm_by_shape": by_shape, "threads": runtime.thread_choice(), "thread_pools": runtime.thread_pools(),
+            "runtime": runtime.report()}

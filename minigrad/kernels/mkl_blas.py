@@ -139,7 +139,7 @@ def _key(name: str, a: np.ndarray, b: np.ndarray, bias) -> tuple:
     return name, 1 << (rows - 1).bit_length(), a.shape[-1], n, a_layout, b_layout, bias is not None
 
 
-def describe(key: tuple) -> str:
+def shape_text(key: tuple) -> str:
     """A shape key in words, for ``minigrad.backend()``: "linear (<=1024, 128) [C] @ weight.T (128, 512) [F] + bias"
     (rows up to 1024; C: rows contiguous, F: columns contiguous, strided: copied first)."""
     name, rows, k, n, a_layout, b_layout, bias = key

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+import minigrad as mg
 from minigrad import runtime
 
 THREAD_VARIABLES = ("MINIGRAD_THREADS", *runtime.USER_THREAD_VARIABLES)
@@ -19,22 +20,161 @@ def clean_env(monkeypatch):
     return monkeypatch
 
 
-@pytest.mark.parametrize("n_cores, busy, expected", [
-    (2, 0.0, 2), (2, 0.4, 2), (2, 0.6, 1), (2, 1.0, 1), (2, 2.0, 1), (2, 5.0, 1),
-    (8, 0.3, 8), (8, 2.6, 5), (8, 7.9, 1),
-])
-def test_auto_gives_the_cores_other_work_leaves_free(clean_env, n_cores, busy, expected):
-    clean_env.setattr(runtime, "cores", lambda: n_cores)
-    clean_env.setattr(runtime, "busy_cores", lambda interval=0.1: busy)
+def _fake_tree(tmp_path, cgroup_lines: str, files: dict[str, str]):
+    """A fake /proc/self/cgroup and cgroup file system under tmp_path."""
+    (tmp_path / "proc" / "self").mkdir(parents=True)
+    (tmp_path / "proc" / "self" / "cgroup").write_text(cgroup_lines)
+    for path, text in files.items():
+        f = tmp_path / "cg" / path
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+    return str(tmp_path / "proc"), str(tmp_path / "cg")
+
+
+@pytest.fixture
+def fake_machine(clean_env, tmp_path):
+    """Point runtime at a fake /proc and cgroup tree; ``affinity`` sets the CPU affinity mask's size."""
+    def make(cgroup_lines: str, files: dict[str, str], affinity: int | None = 16):
+        proc, cg = _fake_tree(tmp_path, cgroup_lines, files)
+        clean_env.setattr(runtime, "PROC", proc)
+        clean_env.setattr(runtime, "CGROUP", cg)
+        if affinity is None:
+            clean_env.delattr(runtime.os, "sched_getaffinity", raising=False)
+            clean_env.setattr(runtime.os, "cpu_count", lambda: 8)
+        else:
+            clean_env.setattr(runtime.os, "sched_getaffinity", lambda pid: set(range(affinity)), raising=False)
+    return make
+
+
+def test_a_cgroup_v2_quota_caps_the_cores_of_a_container_on_a_big_host(fake_machine):
+    fake_machine("0::/docker/abc\n", {"docker/abc/cpu.max": "200000 100000\n", "docker/cpu.max": "max 100000\n"})
+    n, how = runtime.usable_cores()
+    assert n == 2 and "16 cores by CPU affinity" in how and "cgroup v2 cpu.max 200000 100000" in how
+
+
+def test_a_cgroup_v2_quota_of_a_parent_group_counts_and_a_fraction_rounds_up(fake_machine):
+    fake_machine("0::/a/b\n", {"a/b/cpu.max": "max 100000\n", "a/cpu.max": "150000 100000\n"})
+    assert runtime.usable_cores()[0] == 2
+
+
+def test_a_cgroup_v1_cfs_quota_caps_the_cores(fake_machine):
+    fake_machine("4:cpu,cpuacct:/job\n3:memory:/job\n",
+                 {"cpu,cpuacct/job/cpu.cfs_quota_us": "300000\n", "cpu,cpuacct/job/cpu.cfs_period_us": "100000\n"})
+    n, how = runtime.usable_cores()
+    assert n == 3 and "cgroup v1" in how
+
+
+def test_a_v1_quota_of_minus_one_is_no_limit_and_the_affinity_mask_counts(fake_machine):
+    fake_machine("4:cpu,cpuacct:/\n", {"cpu,cpuacct/cpu.cfs_quota_us": "-1\n", "cpu,cpuacct/cpu.cfs_period_us":
+                                         "100000\n"}, affinity=4)
+    assert runtime.usable_cores() == (4, "4 cores by CPU affinity; cgroup: no CPU quota")
+
+
+def test_pinned_to_four_cores_of_a_sixteen_core_machine_means_four(fake_machine):
+    fake_machine("0::/\n", {"cpu.max": "max 100000\n"}, affinity=4)
+    assert runtime.usable_cores()[0] == 4
     choice = runtime.choose_threads("auto")
-    assert choice.threads == expected
-    assert f"{n_cores} cores" in choice.reason and f"{busy:.1f} kept busy" in choice.reason
+    assert choice.threads == 1 and "measuring 1 and 4 threads" in choice.reason
 
 
-def test_one_core_needs_no_look(clean_env):
-    clean_env.setattr(runtime, "cores", lambda: 1)
-    clean_env.setattr(runtime, "busy_cores", lambda interval=0.1: pytest.fail("measured on one core"))
-    assert runtime.choose_threads().threads == 1
+def test_without_proc_or_affinity_the_plain_rule_is_used_and_said(fake_machine, monkeypatch, tmp_path):
+    fake_machine("", {}, affinity=None)
+    monkeypatch.setattr(runtime, "PROC", str(tmp_path / "nowhere"))
+    n, how = runtime.usable_cores()
+    assert n == 8 and "os.cpu_count()" in how and "no /proc/self/cgroup" in how
+
+
+def test_one_core_is_one_thread_with_nothing_to_measure(fake_machine):
+    fake_machine("0::/\n", {}, affinity=1)
+    assert runtime.choose_threads().threads == 1 and "one core" in runtime.choose_threads().reason
+
+
+class FakeSteps:
+    """A clock and a thread setting: each step takes ``cost[threads]`` seconds."""
+
+    def __init__(self, cost):
+        self.cost, self.now, self.threads, self.applied = cost, 0.0, None, []
+
+    def apply(self, n):
+        self.threads = n
+        self.applied.append(n)
+
+    def run(self, tuner, steps):
+        for _ in range(steps):
+            tuner.tick()
+            self.now += self.cost[self.threads]
+
+
+def _tuner(steps: FakeSteps, **kw) -> runtime.ThreadTuner:
+    return runtime.ThreadTuner([1, 2], "2 cores", clock=lambda: steps.now, apply=steps.apply, say=False, **kw)
+
+
+@pytest.mark.parametrize("cost, best", [({1: 0.10, 2: 0.06}, 2), ({1: 0.10, 2: 0.40}, 1)])
+def test_the_tuner_keeps_the_count_whose_steps_ran_quickest(cost, best):
+    steps = FakeSteps(cost)
+    tuner = _tuner(steps)
+    steps.run(tuner, 12)
+    assert tuner.chosen == best and steps.threads == best
+    assert steps.applied[:2] == [1, 2]  # each candidate timed, in turn
+    assert len(tuner.times[2]) == (3 if best == 2 else 1)  # a count 4x slower is dropped after one step
+    assert f"{best} measured quickest" in tuner.history[-1]
+
+
+def test_the_first_two_steps_are_warm_up_and_not_counted():
+    steps = FakeSteps({1: 0.10, 2: 0.06})
+    tuner = _tuner(steps)
+    steps.now = 0.0
+    tuner.tick()
+    steps.now += 5.0  # slow first steps at 1 thread (allocations, imports): must not count against 1
+    tuner.tick()
+    steps.now += 2.0
+    steps.run(tuner, 12)
+    assert tuner.times[1] == pytest.approx([0.10] * 3)
+
+
+def test_the_tuner_measures_again_when_the_step_time_drifts():
+    steps = FakeSteps({1: 0.10, 2: 0.06})
+    tuner = _tuner(steps)
+    steps.run(tuner, 12)
+    assert tuner.chosen == 2
+    steps.cost = {1: 0.12, 2: 0.50}  # another program starts: two threads now fight it for the cores
+    steps.run(tuner, 16)
+    assert tuner.chosen == 1 and steps.threads == 1 and len(tuner.history) == 2
+
+
+def test_a_steady_step_time_is_left_alone_until_the_periodic_recheck():
+    steps = FakeSteps({1: 0.10, 2: 0.06})
+    tuner = _tuner(steps, recheck=50)
+    steps.run(tuner, 40)
+    assert len(tuner.history) == 1 and steps.applied == [1, 2]
+    steps.run(tuner, 30)
+    assert len(tuner.history) == 2  # measured again after 50 steady steps
+
+
+def test_a_top_level_model_call_is_a_step_and_its_submodules_are_not(monkeypatch):
+    from minigrad import modes, nn
+
+    ticks = []
+    monkeypatch.setattr(modes, "step_clock", lambda source="model": ticks.append(source))
+    model = nn.Sequential(nn.Linear(2, 2), nn.Tanh(), nn.Linear(2, 1))
+    for _ in range(3):
+        model(mg.ones(1, 2)).sum().backward()
+    assert ticks == ["model", "backward"] * 3
+
+
+def test_without_a_model_each_backward_is_a_step_and_with_one_only_model_calls_count():
+    steps = FakeSteps({1: 0.10, 2: 0.06})
+    tuner = _tuner(steps)
+    for _ in range(12):
+        tuner.tick("backward")
+        steps.now += steps.cost[steps.threads]
+    assert tuner.chosen == 2  # a loop of plain tensors is timed backward to backward
+    before = dict(tuner.times)
+    tuner.tick("model")  # a model turns up: its calls are the steps from now on, timed afresh
+    assert tuner.chosen == 2 and tuner.times != before and all(not v for v in tuner.times.values())
+    steps.now += 1.0
+    tuner.tick("backward")
+    assert tuner.last != steps.now  # backward no longer counts
 
 
 def test_minigrad_threads_wins_over_everything(clean_env):
@@ -47,7 +187,7 @@ def test_minigrad_threads_wins_over_everything(clean_env):
 @pytest.mark.parametrize("name", runtime.USER_THREAD_VARIABLES)
 def test_a_thread_variable_the_user_set_is_respected(clean_env, name):
     clean_env.setenv(name, "1")
-    clean_env.setattr(runtime, "busy_cores", lambda interval=0.1: pytest.fail("measured despite the user"))
+    clean_env.setattr(runtime, "usable_cores", lambda: pytest.fail("measured despite the user"))
     choice = runtime.choose_threads("auto")
     assert choice.threads is None and name in choice.reason
 
@@ -69,15 +209,11 @@ def test_bad_policy_is_a_clear_error(clean_env, policy):
         runtime.choose_threads(policy)
 
 
-def test_busy_cores_is_a_count_of_cores():
-    busy = runtime.busy_cores(0.05)
-    assert 0.0 <= busy <= (os.cpu_count() or 1) + 0.5  # (clock ticks are coarse)
-
-
 SCRIPT = """
 import json, os
 import numpy
 from threadpoolctl import threadpool_info
+import minigrad as mg
 from minigrad import runtime
 before = [p["num_threads"] for p in threadpool_info()]
 choice = runtime.set_threads(1)
@@ -92,3 +228,65 @@ def test_set_threads_limits_every_loaded_pool():
     result = json.loads(done.stdout)
     assert result["after"] and all(n == 1 for n in result["after"])
     assert result["choice"] == result["kept"] == [1, "asked for by the script"]
+
+
+PLAIN_LOOP = """
+import json
+import numpy as np
+import minigrad as mg
+from minigrad import nn, optim, runtime
+model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+opt = optim.AdamW(model.parameters(), lr=1e-3)
+before = runtime.report()
+for _ in range(12):
+    loss = (model(mg.ones(3, 4)) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print(json.dumps({"before": before, "after": runtime.report(), "backend": mg.backend()["runtime"]}))
+"""
+
+
+def _plain_loop(**env_vars) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES and k != "MINIGRAD_AUTOTUNE"}
+    env.update(env_vars)
+    done = subprocess.run([sys.executable, "-c", PLAIN_LOOP], capture_output=True, text=True, env=env, check=True)
+    return json.loads(done.stdout)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc thresholds")
+def test_a_plain_training_loop_is_tuned_at_its_first_backward_and_says_so():
+    result = _plain_loop()
+    assert "nothing asked for it yet" in result["before"]["malloc"]  # import changed nothing
+    assert "at the first backward()" in result["after"]["malloc"]
+    assert "auto" in result["after"]["threads"] and result["backend"] == result["after"]
+
+
+def test_minigrad_autotune_0_leaves_a_plain_loop_as_it_was():
+    result = _plain_loop(MINIGRAD_AUTOTUNE="0")
+    assert "nothing asked for it yet" in result["after"]["malloc"]
+    assert "nothing asked for it yet" in result["after"]["threads"]
+    assert result["after"]["autotune"].startswith("off")
+
+
+def test_a_measurement_that_keeps_the_same_count_waits_twice_as_long_before_the_next():
+    steps = FakeSteps({1: 0.10, 2: 0.06})
+    tuner = _tuner(steps)
+    steps.run(tuner, 12)
+    assert tuner.chosen == 2 and tuner.hold == 10
+    steps.cost = {1: 0.20, 2: 0.09}  # everything slower, 2 threads still quicker
+    steps.run(tuner, 34)
+    assert tuner.chosen == 2 and len(tuner.history) == 2 and tuner.hold == 20
+
+
+def test_on_one_thread_slower_steps_change_nothing_and_quicker_ones_measure_again():
+    steps = FakeSteps({1: 0.10, 2: 0.40})
+    tuner = _tuner(steps)
+    steps.run(tuner, 16)
+    assert tuner.chosen == 1 and tuner.baseline == pytest.approx(0.10)  # from the first steady steps
+    steps.cost = {1: 0.20, 2: 0.80}  # more load: one thread is still the right count
+    steps.run(tuner, 40)
+    assert len(tuner.history) == 1 and steps.applied == [1, 2, 1]
+    steps.cost = {1: 0.05, 2: 0.03}  # the other work stopped: steps quicker, and two threads now win
+    steps.run(tuner, 20)
+    assert tuner.chosen == 2 and len(tuner.history) == 2
