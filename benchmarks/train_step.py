@@ -261,22 +261,13 @@ class OpCensus:
 
     def __enter__(self):
         import importlib
-        import importlib.util
 
         import numpy as np
 
-        # By module path: the package's own ``minigrad.tensor`` attribute is the tensor() function.
-        # Every op call goes through ``apply``: today ``registry.apply``; older checkouts, run by
-        # --baseline, had it in tensor.py, reached through an alias ``_apply`` in registry.py or ops.py.
-        # The call forms (call_forms.py: x.sum(dim), x.transpose(0, 1)...) hold their own name for it.
-        has_registry = importlib.util.find_spec("minigrad.registry") is not None
-        ops_module = importlib.import_module("minigrad.registry" if has_registry else "minigrad.ops")
-        tensor_module = importlib.import_module("minigrad.tensor")
-        forms = (importlib.import_module("minigrad.call_forms"),) \
-            if importlib.util.find_spec("minigrad.call_forms") is not None else ()
-        applies = [(m, name, getattr(m, name)) for m, name in
-                   ((ops_module, "apply"), (ops_module, "_apply"), (tensor_module, "apply"),
-                    *((m, "apply") for m in forms)) if hasattr(m, name)]
+        # Every op call goes through ``registry.apply``; the call forms (call_forms.py: x.sum(dim),
+        # x.transpose(0, 1)...) hold their own name for it. (By module path: ``minigrad.<name>`` may be a function.)
+        applies = [(m, "apply", m.apply) for m in (importlib.import_module("minigrad.registry"),
+                                                   importlib.import_module("minigrad.call_forms"))]
         self.saved = [(op, "forward", op.forward) for op in self.mg.OPS.values()]
         self.saved += [(op, "vjp", op.vjp) for op in self.mg.OPS.values()]
         self.saved += applies
@@ -306,7 +297,7 @@ class OpCensus:
                     self._add("vjp", op.name, clock() - start)
             return vjp
 
-        plain_apply = applies[0][2]  # (all the names hold the same function)
+        plain_apply = applies[0][2]  # (both names hold the same function)
 
         def apply_clock(op, *inputs, **params):
             start = clock()

@@ -133,7 +133,7 @@ def _as_inputs(inputs) -> tuple:
     return tuple(_as_input(x, like) for x in inputs)
 
 
-def _describe(tensors, params) -> str:
+def _inputs_text(tensors, params) -> str:
     parts = [f"{tuple(t.shape)} {t.dtype}" for t in tensors]
     def is_array(v):  # arrays (a mask, layer norm's stats) would flood the message
         return isinstance(v, np.ndarray) or (isinstance(v, tuple) and any(isinstance(a, np.ndarray) for a in v))
@@ -145,7 +145,7 @@ def _describe(tensors, params) -> str:
 def apply(op, *inputs, **params) -> Tensor:
     """Run ``op.forward`` on the inputs' arrays and, if needed, record the op for backward.
 
-    ``op`` is an entry of the op table (``ops.Op``): a name, a forward on
+    ``op`` is an entry of the op table (``registry.Op``): a name, a forward on
     ndarrays and a VJP. In composite mode a fused op runs its composite instead,
     which records the core ops it is made of.
     """
@@ -165,8 +165,8 @@ def apply(op, *inputs, **params) -> Tensor:
             spelled = ", ".join(f"{name}={value!r}" for name, value in renamed.items())
             raise OpError(f"{op.name}: the op table's blocks take NumPy's parameter names: OPS[{op.name!r}](x, "
                           f"{spelled}) (the Tensor methods take PyTorch's dim= and keepdim= too) "
-                          f"({_describe(tensors, params)})") from None
-        raise OpError(f"{op.name}: {err} ({_describe(tensors, params)})") from None
+                          f"({_inputs_text(tensors, params)})") from None
+        raise OpError(f"{op.name}: {err} ({_inputs_text(tensors, params)})") from None
     saved = None
     if type(out) is tuple:  # (output, saved): the forward kept something for its VJP
         out, saved = out

@@ -60,7 +60,7 @@ class Tensor:
         self._data = _to_array(data, dtype)
         self.grad: Tensor | None = None
         self.name = name
-        self._op = None  # the ops.Op that made this tensor, while it is in a recorded graph
+        self._op = None  # the op-table entry (registry.Op) that made this tensor, while it is in a recorded graph
         self._inputs: tuple | None = ()
         self._params: dict | None = None
         self._saved = None  # what the op's forward kept for its VJP (see ops.py), while the graph lives

@@ -2,7 +2,7 @@
 
 Backward frees a node by dropping its inputs, parameters and saved arrays, so
 that intermediate results can be collected as soon as the pass is done with
-them. Before it does, ``autograd._free`` writes a ``FreedNode``: a small record
+them. Before it does, it writes a ``FreedNode`` (``remember_inputs``): a small record
 that ``viz`` reads to draw a graph after ``backward()``, as micrograd's users do.
 """
 
