@@ -24,9 +24,9 @@ added here:
   NaN/Inf, and the op and the user's line that made it are named.
 
 The loop itself is ``_backpropagate``, in eight numbered steps; the helpers above
-it keep the rarer cases (hooks, broadcast gradients, anomaly mode) out of its way.
-It runs once per node of every backward, so its common path is written inline. ``backward`` and ``grad``, at the end,
-are its two public faces.
+it keep the rarer cases (hooks, broadcast gradients, anomaly mode) out of its
+way. It runs once per node of every backward, so its common path is written
+inline. ``backward`` and ``grad``, at the end, are its two public faces.
 """
 
 from __future__ import annotations
