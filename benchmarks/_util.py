@@ -70,7 +70,7 @@ def tune_malloc() -> None:
 
 
 def set_threads() -> None:
-    """What a training script does (``minigrad.runtime.set_threads``): the cores other work leaves free."""
+    """What a training script does (``minigrad.runtime.set_threads``): the thread count measured on its own steps."""
     from minigrad.runtime import set_threads as choose
 
     choose()

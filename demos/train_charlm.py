@@ -355,7 +355,7 @@ def main(argv: list[str] | None = None) -> dict:
     """Train (or resume) a run; returns its metrics. Bad input: a one-line error and SystemExit(2)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
-    set_threads(prog=PROG)  # BLAS threads: the cores other work leaves free (demos/_common.py)
+    set_threads(prog=PROG)  # BLAS threads: measured on the first steps (demos/_common.py, minigrad/runtime.py)
     runtime.tune_malloc()  # a training loop: keep its freed arrays in the process (minigrad/runtime.py)
     try:
         if args.stop_after is not None and args.stop_after < 1:
