@@ -14,6 +14,9 @@ added here:
   with ``create_graph=True`` they are recorded, so gradients can be
   differentiated again, and every op a VJP records is tagged with the pass
   that made it (``_vjp_depth``), so ``viz`` can draw the backward pass apart;
+* before any gradient is written, every node is checked for an input changed in
+  place since the forward pass (a version counter moved, ``contract.py``): that is
+  an error naming the op and the writer, never a gradient of the new values;
 * a freed node keeps a small record of its structure (``FreedNode``), without
   its arrays, so ``viz`` can still draw the graph after ``backward()``;
 * what each VJP returns is checked where it is used: one gradient per input,
