@@ -280,6 +280,9 @@ def set_threads(policy: str | int = "auto") -> ThreadChoice:
     minigrad); pools loaded after the call (a later ``import torch``) are not limited.
     """
     global _choice, _controller, _tuner
+    from .kernels.backend import select
+
+    select()  # the [fast] backend's pools (numba's, MKL's) are loaded before they are sized
     choice = choose_threads(policy)
     _tuner = None
     modes.step_clock = None

@@ -20,6 +20,10 @@ settings.register_profile("ci", max_examples=300, deadline=None, print_blob=True
 settings.load_profile(os.environ.get("MINIGRAD_HYPOTHESIS_PROFILE", "fast"))
 os.environ.setdefault("MINIGRAD_AUTOTUNE", "0")  # no thread counts chosen by timing inside the tests (runtime.py)
 
+# The [fast] backend, when installed, is chosen at the first kernel call; choose it now, so the tests that
+# hold the compiled forms to their plain ones see them when they are collected (``KERNELS[...].compiled``).
+__import__("minigrad").kernels.backend.select()
+
 
 @pytest.fixture
 def rng() -> np.random.Generator:

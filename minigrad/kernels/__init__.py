@@ -7,7 +7,7 @@ Read in this order:
 * ``numpy_forms.py``: every kernel's NumPy form and its plain twin;
 * ``numba_forms.py``, ``mkl_blas.py``: the optional [fast] backend's compiled
   forms (numba loops, MKL's GEMM);
-* ``backend.py``: which form each kernel runs, chosen once, here, at import.
+* ``backend.py``: which form each kernel runs, chosen once, at the first kernel call.
 
 ``ops.py``, ``fused.py`` and ``optim/adam.py`` call the kernels below by name.
 """
@@ -49,4 +49,4 @@ __all__ = ["BLOCK", "GELU_CUBIC", "GELU_SATURATED", "INV_SQRT_2PI", "KERNELS", "
            "kernel", "layer_norm_grad", "linear", "matmul", "mean", "power", "rms_norm", "row_dot", "row_sum",
            "scatter_add", "softmax", "softmax_grad", "stable_max", "standardise", "sum"]
 
-backend.select()
+backend.check_request()  # a bad MINIGRAD_BACKEND is an error at import; the backend loads at first use

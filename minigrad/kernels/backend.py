@@ -1,8 +1,9 @@
 """Which form each kernel runs: its NumPy form, or the optional [fast] backend's compiled one.
 
 ``pip install -e '.[fast]'`` adds numba (and, on x86-64 Linux, Intel MKL).
-When they are installed, importing ``minigrad.kernels`` gives some kernels a
-third form beside their NumPy and plain ones:
+When they are installed, the first kernel call (or ``mg.backend()``, or
+``runtime.set_threads``, which sizes the pools) gives some kernels a third form
+beside their NumPy and plain ones; ``import minigrad`` itself loads neither:
 
 * ``numba_forms.py``: compiled loops for the elementwise passes, multi-core
   (GELU and its gradient, layer norm and its gradient, softmax and its
@@ -45,15 +46,25 @@ def _requested() -> str:
     return value
 
 
-def select() -> None:
-    """Give the kernels their compiled forms if the [fast] extra is installed and not switched off."""
+def check_request() -> str:
+    """``MINIGRAD_BACKEND``, checked when minigrad is imported (loading nothing): a bad value is an error then."""
     requested = _requested()
+    if requested == "fast" and importlib.util.find_spec("numba") is None:
+        raise ImportError("MINIGRAD_BACKEND=fast, but numba is not installed: pip install -e '.[fast]'")
+    return requested
+
+
+def select() -> None:
+    """Give the kernels their compiled forms if the [fast] extra is installed and not switched off (once)."""
+    if _chosen["why"] != "not selected yet":
+        return
+    for k in KERNELS.values():
+        k.active = k.fast  # (replaces each kernel's first-call hook)
+    requested = check_request()
     if requested == "numpy":
         _chosen.update(why="MINIGRAD_BACKEND=numpy")
         return
     if importlib.util.find_spec("numba") is None:
-        if requested == "fast":
-            raise ImportError("MINIGRAD_BACKEND=fast, but numba is not installed: pip install -e '.[fast]'")
         _chosen.update(why="the [fast] extra is not installed (pip install -e '.[fast]')")
         return
     from .. import runtime
@@ -81,6 +92,7 @@ def backend() -> dict:
     """
     from .. import runtime
 
+    select()
     forms = {name: getattr(k.active, "backend", "numpy") for name, k in KERNELS.items()}
     by_shape = {}
     if _chosen["blas"] != "numpy":

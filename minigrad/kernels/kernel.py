@@ -9,8 +9,10 @@ A kernel has up to three forms of one function:
   ``mkl_blas.py``), None without one.
 
 ``.active`` is the form a call runs outside composite mode: ``.fast``, or
-``.compiled`` once ``backend.py`` has given one. ``KERNELS`` lists them all by
-name; the tests walk it, so a kernel added without a test fails them.
+``.compiled`` once ``backend.py`` has given one. The backend is chosen at the
+first kernel call (or ``mg.backend()``, or ``runtime.set_threads``), not at
+import: ``import minigrad`` loads no optional library. ``KERNELS`` lists them
+all by name; the tests walk it, so a kernel added without a test fails them.
 """
 
 from __future__ import annotations
@@ -37,7 +39,13 @@ def kernel(plain: Callable):
                 return plain(*args, **kwargs)
             return run.active(*args, **kwargs)
 
-        run.fast, run.plain, run.compiled, run.active = fast, plain, None, fast
+        def first_call(*args, **kwargs):  # the backend is chosen now, once, for every kernel; then run
+            from .backend import select
+
+            select()
+            return run.active(*args, **kwargs)
+
+        run.fast, run.plain, run.compiled, run.active = fast, plain, None, first_call
         KERNELS[fast.__name__] = run
         return run
 

@@ -1,7 +1,8 @@
-"""The optional [fast] backend (minigrad/kernels/backend.py): chosen at import, switched off by
-MINIGRAD_BACKEND=numpy, never loaded without the extra, one OpenMP runtime when on, same numbers as NumPy.
+"""The optional [fast] backend (minigrad/kernels/backend.py): chosen at the first kernel call (never by
+``import minigrad``), switched off by MINIGRAD_BACKEND=numpy, never loaded without the extra, one OpenMP runtime
+when on, same numbers as NumPy.
 
-Each check runs in a fresh interpreter, since the choice is made when minigrad is imported.
+Each check runs in a fresh interpreter, since the choice is made once per process.
 """
 
 import json
@@ -54,6 +55,24 @@ def test_without_the_extra_import_minigrad_loads_neither_numba_nor_mkl():
     assert result["backend"] == "numpy" and result["gemm"] == "numpy"
     assert "not installed" in result["why"] and "pip install -e '.[fast]'" in result["why"]
     assert set(result["kernels"].values()) == {"numpy"}
+
+
+IMPORT_ONLY = """
+import json, sys
+import numpy as np
+import minigrad as mg
+before = sorted(m for m in ("numba", "llvmlite") if m in sys.modules)
+mg.tensor(np.ones((2, 3), np.float32)).softmax(-1)  # a kernel's first call
+after = sorted(m for m in ("numba", "llvmlite") if m in sys.modules)
+print(json.dumps({"before": before, "after": after, "backend": mg.backend()["backend"]}))
+"""
+
+
+@pytest.mark.skipif(not HAS_NUMBA, reason="the [fast] extra (numba) is not installed")
+def test_import_minigrad_loads_no_optional_library_until_a_kernel_runs():
+    result = run(IMPORT_ONLY)
+    assert result["before"] == []  # import minigrad: numba not loaded, though installed
+    assert result["after"] == ["llvmlite", "numba"] and result["backend"] == "numba"
 
 
 def test_minigrad_backend_numpy_switches_it_off():
