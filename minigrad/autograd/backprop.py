@@ -332,11 +332,11 @@ def backward(tensors, gradient=None, retain_graph: bool | None = None, create_gr
         roots = tensors_given("backward", "tensors", tensors)
         grads = one_per_output("backward", "gradient", roots, gradient, False)
     retain = create_graph if retain_graph is None else retain_graph
+    if not runtime._first_backward_seen:
+        runtime.first_backward()  # a training loop: tune what the demos tune (runtime.py says what, and how to stop it)
     _backpropagate(roots, [_as_grad(g, r) for r, g in zip(roots, grads)], retain, create_graph)
     if modes.step_clock is not None:
         modes.step_clock("backward")  # the thread policy's clock, in a loop with no model call (runtime.py)
-    if not runtime._first_backward_seen:
-        runtime.first_backward()  # a training loop: tune what the demos tune (runtime.py says what, and how to stop it)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, create_graph: bool = False,
