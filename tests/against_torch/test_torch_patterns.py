@@ -3,9 +3,12 @@
 * a makemore-style MLP with batch norm (Zero to Hero, part 3), its weights and batches drawn from a
   ``Generator``, updated with ``p.data += -lr * p.grad``;
 * the manual backprop of "becoming a backprop ninja" (part 4), checked with its ``cmp`` function;
-* nanoGPT's causal self-attention block (``split(n_embd, dim=2)``, ``view``, ``transpose(1, 2)``);
-* the "Let's build GPT" script, whole (hyperparameters made tiny), device line included;
-* nanoGPT's model.py (weight tying, ``configure_optimizers``, ``generate`` with ``topk``) and a train.py loop.
+* a causal self-attention block written as nanoGPT writes one (``split(n_embd, dim=2)``, ``view``,
+  ``transpose(1, 2)``, ``masked_fill``, ``contiguous``);
+* a small GPT and its loop in the same style: a ``device`` line, ``ModuleDict``, weight tying, parameter
+  groups by ``p.dim()``, ``topk`` sampling, ``randint``/``stack``/``from_numpy`` batches, gradient clipping.
+
+Each is our own code in the spellings those sources use, not a copy of them.
 
 Each source is one string, run with ``torch`` bound to minigrad (``import minigrad as torch``) and, where
 torch is installed, to torch itself: from the same starting weights, the two agree to float32 rounding.
@@ -262,34 +265,28 @@ def test_manual_backprop_cmp_reports_what_pytorch_reports():
 
 NANOGPT = """
 class CausalSelfAttention(nn.Module):
-
+    # One projection makes queries, keys and values; the heads are split off the channels.
     def __init__(self, config):
         super().__init__()
-        assert config.n_embd % config.n_head == 0
+        self.n_head, self.n_embd = config.n_head, config.n_embd
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        self.attn_dropout = nn.Dropout(config.dropout)
-        self.resid_dropout = nn.Dropout(config.dropout)
-        self.n_head = config.n_head
-        self.n_embd = config.n_embd
-        self.dropout = config.dropout
-        self.register_buffer("bias", torch.tril(torch.ones(config.block_size, config.block_size))
-                                    .view(1, 1, config.block_size, config.block_size))
+        self.drop = nn.Dropout(config.dropout)
+        mask = torch.tril(torch.ones(config.block_size, config.block_size))
+        self.register_buffer("mask", mask.view(1, 1, config.block_size, config.block_size))
+
+    def heads(self, t, B, T, C):  # (B, T, C) -> (B, n_head, T, head size)
+        return t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
 
     def forward(self, x):
         B, T, C = x.size()
-        q, k, v  = self.c_attn(x).split(self.n_embd, dim=2)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(self.bias[:,:,:T,:T] == 0, float('-inf'))
-        att = F.softmax(att, dim=-1)
-        att = self.attn_dropout(att)
-        y = att @ v
-        y = y.transpose(1, 2).contiguous().view(B, T, C)
-        y = self.resid_dropout(self.c_proj(y))
-        return y
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        q, k, v = self.heads(q, B, T, C), self.heads(k, B, T, C), self.heads(v, B, T, C)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))
+        scores = scores.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+        weights = self.drop(F.softmax(scores, dim=-1))
+        y = (weights @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
 """
 
 
@@ -330,370 +327,118 @@ def test_the_nanogpt_attention_block_computes_what_pytorch_computes():
 
 
 # --------------------------------------------------------------------------------------
-# "Let's build GPT": the lecture's script, with only its imports changed
+# A small GPT and its training loop, written as the lectures and nanoGPT write them
 # --------------------------------------------------------------------------------------
 
-LETS_BUILD_GPT = """
-batch_size = 8; block_size = 16; max_iters = 21; eval_interval = 10; learning_rate = 1e-3
-device = 'cuda' if torch.cuda.is_available() else 'cpu'
-eval_iters = 2; n_embd = 32; n_head = 4; n_layer = 2; dropout = 0.1
-torch.manual_seed(1337)
-text = "hello world, this is a tiny text for the bigram model to learn from. " * 20
-chars = sorted(list(set(text))); vocab_size = len(chars)
-stoi = { ch:i for i,ch in enumerate(chars) }; itos = { i:ch for i,ch in enumerate(chars) }
-encode = lambda s: [stoi[c] for c in s]
-decode = lambda l: ''.join([itos[i] for i in l])
-data = torch.tensor(encode(text), dtype=torch.long)
-n = int(0.9*len(data)); train_data = data[:n]; val_data = data[n:]
-def get_batch(split):
-    data = train_data if split == 'train' else val_data
-    ix = torch.randint(len(data) - block_size, (batch_size,))
-    x = torch.stack([data[i:i+block_size] for i in ix])
-    y = torch.stack([data[i+1:i+block_size+1] for i in ix])
-    x, y = x.to(device), y.to(device)
-    return x, y
-@torch.no_grad()
-def estimate_loss():
-    out = {}
-    model.eval()
-    for split in ['train', 'val']:
-        losses = torch.zeros(eval_iters)
-        for k in range(eval_iters):
-            X, Y = get_batch(split)
-            logits, loss = model(X, Y)
-            losses[k] = loss.item()
-        out[split] = losses.mean()
-    model.train()
-    return out
-class Head(nn.Module):
-    def __init__(self, head_size):
-        super().__init__()
-        self.key = nn.Linear(n_embd, head_size, bias=False)
-        self.query = nn.Linear(n_embd, head_size, bias=False)
-        self.value = nn.Linear(n_embd, head_size, bias=False)
-        self.register_buffer('tril', torch.tril(torch.ones(block_size, block_size)))
-        self.dropout = nn.Dropout(dropout)
-    def forward(self, x):
-        B,T,C = x.shape
-        k = self.key(x); q = self.query(x)
-        wei = q @ k.transpose(-2,-1) * k.shape[-1]**-0.5
-        wei = wei.masked_fill(self.tril[:T, :T] == 0, float('-inf'))
-        wei = F.softmax(wei, dim=-1)
-        wei = self.dropout(wei)
-        v = self.value(x)
-        return wei @ v
-class MultiHeadAttention(nn.Module):
-    def __init__(self, num_heads, head_size):
-        super().__init__()
-        self.heads = nn.ModuleList([Head(head_size) for _ in range(num_heads)])
-        self.proj = nn.Linear(head_size * num_heads, n_embd)
-        self.dropout = nn.Dropout(dropout)
-    def forward(self, x):
-        out = torch.cat([h(x) for h in self.heads], dim=-1)
-        return self.dropout(self.proj(out))
-class FeedFoward(nn.Module):
-    def __init__(self, n_embd):
-        super().__init__()
-        self.net = nn.Sequential(
-            nn.Linear(n_embd, 4 * n_embd),
-            nn.ReLU(),
-            nn.Linear(4 * n_embd, n_embd),
-            nn.Dropout(dropout),
-        )
-    def forward(self, x):
-        return self.net(x)
-class Block(nn.Module):
-    def __init__(self, n_embd, n_head):
-        super().__init__()
-        head_size = n_embd // n_head
-        self.sa = MultiHeadAttention(n_head, head_size)
-        self.ffwd = FeedFoward(n_embd)
-        self.ln1 = nn.LayerNorm(n_embd); self.ln2 = nn.LayerNorm(n_embd)
-    def forward(self, x):
-        x = x + self.sa(self.ln1(x))
-        x = x + self.ffwd(self.ln2(x))
-        return x
-class GPTLanguageModel(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.token_embedding_table = nn.Embedding(vocab_size, n_embd)
-        self.position_embedding_table = nn.Embedding(block_size, n_embd)
-        self.blocks = nn.Sequential(*[Block(n_embd, n_head=n_head) for _ in range(n_layer)])
-        self.ln_f = nn.LayerNorm(n_embd)
-        self.lm_head = nn.Linear(n_embd, vocab_size)
-        self.apply(self._init_weights)
-    def _init_weights(self, module):
-        if isinstance(module, nn.Linear):
-            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
-                torch.nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
-    def forward(self, idx, targets=None):
-        B, T = idx.shape
-        tok_emb = self.token_embedding_table(idx)
-        pos_emb = self.position_embedding_table(torch.arange(T, device=device))
-        x = tok_emb + pos_emb
-        x = self.blocks(x)
-        x = self.ln_f(x)
-        logits = self.lm_head(x)
-        if targets is None:
-            loss = None
-        else:
-            B, T, C = logits.shape
-            logits = logits.view(B*T, C)
-            targets = targets.view(B*T)
-            loss = F.cross_entropy(logits, targets)
-        return logits, loss
-    def generate(self, idx, max_new_tokens):
-        for _ in range(max_new_tokens):
-            idx_cond = idx[:, -block_size:]
-            logits, loss = self(idx_cond)
-            logits = logits[:, -1, :]
-            probs = F.softmax(logits, dim=-1)
-            idx_next = torch.multinomial(probs, num_samples=1)
-            idx = torch.cat((idx, idx_next), dim=1)
-        return idx
-model = GPTLanguageModel()
-m = model.to(device)
-print(sum(p.numel() for p in m.parameters())/1e6, 'M parameters')
-history = []
-optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
-for iter in range(max_iters):
-    if iter % eval_interval == 0 or iter == max_iters - 1:
-        losses = estimate_loss()
-        print(f"step {iter}: train loss {losses['train']:.4f}, val loss {losses['val']:.4f}")
-        history.append(float(losses['train']))
-    xb, yb = get_batch('train')
-    logits, loss = model(xb, yb)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
-context = torch.zeros((1, 1), dtype=torch.long, device=device)
-sample = decode(m.generate(context, max_new_tokens=20)[0].tolist())
-"""
-
-
-def test_the_lets_build_gpt_script_runs_as_written(capsys):
-    import minigrad.nn as nn
-    from minigrad.nn import functional as F
-
-    names = {"torch": minigrad, "nn": nn, "F": F, "__name__": "__main__"}
-    exec(LETS_BUILD_GPT, names)  # noqa: S102
-    history = names["history"]
-    assert names["device"] == "cpu" and len(history) == 3 and history[-1] < history[0] - 0.2
-    assert len(names["sample"]) == 21 and "step 20: train loss" in capsys.readouterr().out
-
-
-# --------------------------------------------------------------------------------------
-# nanoGPT's model.py, and train.py's loop made tiny
-# --------------------------------------------------------------------------------------
-
-NANOGPT_MODEL = r'''
-import math
+SMALL_GPT = """
 import inspect
 from dataclasses import dataclass
 
-class LayerNorm(nn.Module):
-    """ LayerNorm but with an optional bias. PyTorch doesn't support simply bias=False """
-
-    def __init__(self, ndim, bias):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(ndim))
-        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
-
-    def forward(self, input):
-        return F.layer_norm(input, self.weight.shape, self.weight, self.bias, 1e-5)
-
-class CausalSelfAttention(nn.Module):
-
-    def __init__(self, config):
-        super().__init__()
-        assert config.n_embd % config.n_head == 0
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
-        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
-        self.attn_dropout = nn.Dropout(config.dropout)
-        self.resid_dropout = nn.Dropout(config.dropout)
-        self.n_head = config.n_head
-        self.n_embd = config.n_embd
-        self.dropout = config.dropout
-        self.flash = hasattr(torch.nn.functional, 'scaled_dot_product_attention')
-
-    def forward(self, x):
-        B, T, C = x.size()
-        q, k, v  = self.c_attn(x).split(self.n_embd, dim=2)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=None,
-                                                             dropout_p=self.dropout if self.training else 0,
-                                                             is_causal=True)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)
-        y = self.resid_dropout(self.c_proj(y))
-        return y
-
-class MLP(nn.Module):
-
-    def __init__(self, config):
-        super().__init__()
-        self.c_fc    = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
-        self.gelu    = nn.GELU()
-        self.c_proj  = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
-        self.dropout = nn.Dropout(config.dropout)
-
-    def forward(self, x):
-        x = self.c_fc(x)
-        x = self.gelu(x)
-        x = self.c_proj(x)
-        x = self.dropout(x)
-        return x
-
-class Block(nn.Module):
-
-    def __init__(self, config):
-        super().__init__()
-        self.ln_1 = LayerNorm(config.n_embd, bias=config.bias)
-        self.attn = CausalSelfAttention(config)
-        self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
-        self.mlp = MLP(config)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        x = x + self.mlp(self.ln_2(x))
-        return x
+device = 'cuda' if torch.cuda.is_available() else 'cpu'
 
 @dataclass
-class GPTConfig:
-    block_size: int = 1024
-    vocab_size: int = 50304
-    n_layer: int = 12
-    n_head: int = 12
-    n_embd: int = 768
-    dropout: float = 0.0
+class Settings:
+    vocab_size: int = 12
+    block_size: int = 16
+    n_embd: int = 32
+    n_head: int = 2
+    n_layer: int = 2
     bias: bool = True
+    dropout: float = 0.0
 
-class GPT(nn.Module):
-
-    def __init__(self, config):
+class Block(nn.Module):
+    def __init__(self, cfg):
         super().__init__()
-        assert config.vocab_size is not None
-        assert config.block_size is not None
-        self.config = config
+        self.norm1, self.norm2 = nn.LayerNorm(cfg.n_embd), nn.LayerNorm(cfg.n_embd)
+        self.attn = CausalSelfAttention(cfg)
+        d = cfg.n_embd
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
 
-        self.transformer = nn.ModuleDict(dict(
-            wte = nn.Embedding(config.vocab_size, config.n_embd),
-            wpe = nn.Embedding(config.block_size, config.n_embd),
-            drop = nn.Dropout(config.dropout),
-            h = nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
-            ln_f = LayerNorm(config.n_embd, bias=config.bias),
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+class TinyGPT(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.parts = nn.ModuleDict(dict(
+            tokens=nn.Embedding(cfg.vocab_size, cfg.n_embd),
+            places=nn.Embedding(cfg.block_size, cfg.n_embd),
+            blocks=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),
+            norm=nn.LayerNorm(cfg.n_embd),
         ))
-        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
-        self.transformer.wte.weight = self.lm_head.weight
-
-        self.apply(self._init_weights)
-        for pn, p in self.named_parameters():
-            if pn.endswith('c_proj.weight'):
-                torch.nn.init.normal_(p, mean=0.0, std=0.02/math.sqrt(2 * config.n_layer))
-
-    def get_num_params(self, non_embedding=True):
-        n_params = sum(p.numel() for p in self.parameters())
-        if non_embedding:
-            n_params -= self.transformer.wpe.weight.numel()
-        return n_params
-
-    def _init_weights(self, module):
-        if isinstance(module, nn.Linear):
-            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
-                torch.nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.head.weight = self.parts.tokens.weight  # tied
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
     def forward(self, idx, targets=None):
-        device = idx.device
-        b, t = idx.size()
-        assert t <= self.config.block_size, \
-            f"Cannot forward sequence of length {t}, block size is only {self.config.block_size}"
-        pos = torch.arange(0, t, dtype=torch.long, device=device)
-
-        tok_emb = self.transformer.wte(idx)
-        pos_emb = self.transformer.wpe(pos)
-        x = self.transformer.drop(tok_emb + pos_emb)
-        for block in self.transformer.h:
+        B, T = idx.size()
+        pos = torch.arange(0, T, dtype=torch.long, device=device)
+        x = self.parts.tokens(idx) + self.parts.places(pos)
+        for block in self.parts.blocks:
             x = block(x)
-        x = self.transformer.ln_f(x)
+        logits = self.head(self.parts.norm(x))
+        if targets is None:
+            return logits, None
+        return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
 
-        if targets is not None:
-            logits = self.lm_head(x)
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
-        else:
-            logits = self.lm_head(x[:, [-1], :])
-            loss = None
-
-        return logits, loss
-
-    def configure_optimizers(self, weight_decay, learning_rate, betas, device_type):
-        param_dict = {pn: p for pn, p in self.named_parameters()}
-        param_dict = {pn: p for pn, p in param_dict.items() if p.requires_grad}
-        decay_params = [p for n, p in param_dict.items() if p.dim() >= 2]
-        nodecay_params = [p for n, p in param_dict.items() if p.dim() < 2]
-        optim_groups = [
-            {'params': decay_params, 'weight_decay': weight_decay},
-            {'params': nodecay_params, 'weight_decay': 0.0}
-        ]
-        num_decay_params = sum(p.numel() for p in decay_params)
-        num_nodecay_params = sum(p.numel() for p in nodecay_params)
-        fused_available = 'fused' in inspect.signature(torch.optim.AdamW).parameters
-        use_fused = fused_available and device_type == 'cuda'
-        extra_args = dict(fused=True) if use_fused else dict()
-        optimizer = torch.optim.AdamW(optim_groups, lr=learning_rate, betas=betas, **extra_args)
-        return optimizer
+    def optimizer(self, lr):
+        params = [p for p in self.parameters() if p.requires_grad]
+        groups = [{'params': [p for p in params if p.dim() >= 2], 'weight_decay': 0.1},
+                  {'params': [p for p in params if p.dim() < 2], 'weight_decay': 0.0}]
+        fused = 'fused' in inspect.signature(torch.optim.AdamW).parameters
+        return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), **({'fused': False} if fused else {}))
 
     @torch.no_grad()
-    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
-        for _ in range(max_new_tokens):
-            idx_cond = idx if idx.size(1) <= self.config.block_size else idx[:, -self.config.block_size:]
-            logits, _ = self(idx_cond)
+    def generate(self, idx, steps, temperature=1.0, top_k=None):
+        for _ in range(steps):
+            logits, _ = self(idx[:, -self.cfg.block_size:])
             logits = logits[:, -1, :] / temperature
             if top_k is not None:
                 v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
                 logits[logits < v[:, [-1]]] = -float('Inf')
-            probs = F.softmax(logits, dim=-1)
-            idx_next = torch.multinomial(probs, num_samples=1)
-            idx = torch.cat((idx, idx_next), dim=1)
+            nxt = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)
+            idx = torch.cat((idx, nxt), dim=1)
         return idx
 
-# train.py's loop, tiny
 torch.manual_seed(1337)
-model = GPT(GPTConfig(block_size=16, vocab_size=40, n_layer=2, n_head=2, n_embd=32, dropout=0.0, bias=False))
-optimizer = model.configure_optimizers(0.1, 1e-3, (0.9, 0.95), 'cpu')
-data = torch.randint(0, 40, (2000,)).numpy() % 7
+cfg = Settings()
+model = TinyGPT(cfg).to(device)
+opt = model.optimizer(3e-3)
+data = (torch.arange(600) % 7).numpy()
+
 def get_batch():
-    ix = torch.randint(len(data) - 16, (8,))
-    x = torch.stack([torch.from_numpy((data[i:i+16]).astype(np.int64)) for i in ix])
-    y = torch.stack([torch.from_numpy((data[i+1:i+1+16]).astype(np.int64)) for i in ix])
-    return x, y
+    ix = torch.randint(len(data) - cfg.block_size, (8,))
+    x = torch.stack([torch.from_numpy(data[i:i + cfg.block_size].astype(np.int64)) for i in ix])
+    y = torch.stack([torch.from_numpy(data[i + 1:i + 1 + cfg.block_size].astype(np.int64)) for i in ix])
+    return x.to(device), y.to(device)
+
 losses = []
-for it in range(40):
+for step in range(40):
     X, Y = get_batch()
-    logits, loss = model(X, Y)
+    _, loss = model(X, Y)
+    opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
+    opt.step()
     losses.append(loss.item())
-out = model.generate(torch.zeros((1, 1), dtype=torch.long), 10, temperature=0.8, top_k=5)
-'''
+out = model.generate(torch.zeros((1, 1), dtype=torch.long, device=device), 10, temperature=0.8, top_k=5)
+n_params = sum(p.numel() for p in model.parameters())
+"""
 
 
-def test_nanogpts_model_file_and_training_loop_run_as_written():
+def test_a_small_gpt_and_its_loop_written_as_nanogpt_writes_them_run_and_train():
     import minigrad.nn as nn
     from minigrad.nn import functional as F
 
-    names = {"torch": minigrad, "nn": nn, "F": F, "np": np, "__name__": __name__}  # (dataclass looks it up)
-    exec(NANOGPT_MODEL, names)  # noqa: S102
+    names = {"torch": minigrad, "nn": nn, "F": F, "np": np, "math": math, "__name__": __name__}
+    exec(NANOGPT, names)  # noqa: S102  (the attention block above)
+    exec(SMALL_GPT, names)  # noqa: S102
     losses, model = names["losses"], names["model"]
-    assert losses[-1] < losses[0] - 0.5  # it trains
-    assert model.transformer.wte.weight is model.lm_head.weight  # tied
+    assert names["device"] == "cpu" and losses[-1] < losses[0] - 0.5  # it trains
+    assert model.head.weight is model.parts.tokens.weight  # tied: one tensor, counted once
     assert names["out"].shape == (1, 11) and names["out"].dtype == minigrad.int64
-    assert model.get_num_params() == 26016
+    assert names["n_params"] == sum(p.numel() for p in model.parameters())
