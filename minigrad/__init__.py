@@ -15,14 +15,16 @@ appendix: ``fused.py`` (fused primitives, each with its composite) and
 which run the optional [fast] backend's compiled forms). Layers live in
 ``minigrad.nn``, optimizers in ``minigrad.optim``, graph drawing in
 ``minigrad.viz`` (which imports graphviz only when used), checkpoints in
-``minigrad.io``, in-place updates (``w -= v`` under ``no_grad``) in ``inplace.py``,
+``minigrad.io``, in-place updates (``w -= v`` under ``no_grad``) in ``inplace.py``
+and the version counters that let backward see them in ``versions.py``,
 ``call_forms.py`` reads PyTorch's and NumPy's spellings of each method and
 ``mg.`` function and applies the op it means (``x.transpose(0, 1)``, ``x.max(-1)``,
 ``mg.split(...)``), ``creation.py`` and ``random.py`` make tensors (``mg.tensor``,
 ``mg.randn(..., generator=g)``), ``dtypes.py`` has PyTorch's dtype names,
 and ``runtime.py`` has the process-wide settings an entry script may choose
 (the default random generator, BLAS threads, malloc), which importing minigrad
-leaves alone.
+leaves alone (the first ``backward()`` tunes what no script chose;
+``MINIGRAD_AUTOTUNE=0`` leaves them too).
 """
 
 from . import call_forms, creation, dtypes, fused, kernels, ops, random
