@@ -233,9 +233,10 @@ def flat_params(m: GPT) -> np.ndarray:
 
 def set_flat_params(m: GPT, flat: np.ndarray) -> None:
     offset = 0
-    for p in m.parameters():
-        p.data[...] = flat[offset:offset + p.data.size].reshape(p.shape)
-        offset += p.data.size
+    with mg.no_grad():  # an update in place, as an optimizer's: counted on each weight's version
+        for p in m.parameters():
+            p.copy_(mg.tensor(flat[offset:offset + p.numel()].reshape(p.shape)))
+            offset += p.numel()
 
 
 def train_plain(steps: int) -> list[np.ndarray]:

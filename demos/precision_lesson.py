@@ -274,8 +274,9 @@ def train(mode: str, steps: int = TRAIN_STEPS, lr: float = 1e-3):
     opt = optim.AdamW(params, lr=lr, weight_decay=0.1)
     pure = mode == "pure bfloat16"
     if pure:
-        for p in params:
-            p.data[...] = mg.tensor(p.data).round_to("bfloat16").data
+        with mg.no_grad():
+            for p in params:
+                p.copy_(p.round_to("bfloat16"))
     rng, losses, unmoved = np.random.default_rng(1), [], 0.0
     for _ in range(steps):
         x, y = get_batch(rng)
@@ -286,7 +287,8 @@ def train(mode: str, steps: int = TRAIN_STEPS, lr: float = 1e-3):
         opt.step()
         if pure:  # stored in bfloat16: the weights and both moments rounded after the step
             for p in params:
-                p.data[...] = mg.tensor(p.data).round_to("bfloat16").data
+                with mg.no_grad():
+                    p.copy_(p.round_to("bfloat16"))
                 for moment in ("exp_avg", "exp_avg_sq"):
                     opt.state[p][moment][...] = mg.tensor(opt.state[p][moment]).round_to("bfloat16").data
         unmoved = np.mean(np.concatenate([(p.data == b).ravel() for p, b in zip(params, before)]))
