@@ -26,6 +26,18 @@ def altered(n, **replacements):
     return namespace
 
 
+def assert_caught(n, replacements, named):
+    """Exercise ``n`` with ``replacements`` fails as ``Wrong``, its message holding each of ``named`` and where to read;
+    a failed check takes the learner's ops (``my_*``) out of the table too."""
+    with pytest.raises(Wrong) as caught:  # (not a TypeError from inside the rubric)
+        check(n, module=altered(n, **replacements), say=lambda line: None)
+    message = str(caught.value)
+    for words in named:
+        assert words in message, f"{words!r} not in: {message}"
+    assert "Read:" in message
+    assert not [name for name in OPS if name.startswith("my_")], "a failed check takes the learner's ops out too"
+
+
 def block(base, name=None, **parts):
     """A copy of an op block with some of its functions replaced (the class name is the op's name)."""
     return type(name or base.__name__, (), {**{k: v for k, v in vars(base).items() if not k.startswith("__")},
@@ -167,13 +179,7 @@ def _wrong_cases():
 @pytest.mark.parametrize("n, replacements, named", _wrong_cases(),
                          ids=lambda v: "-".join(v) if isinstance(v, dict) else None)
 def test_a_wrong_solution_fails_and_the_message_names_the_fault(n, replacements, named):
-    with pytest.raises(Wrong) as caught:
-        check(n, module=altered(n, **replacements), say=lambda line: None)
-    message = str(caught.value)
-    for words in named:
-        assert words in message, f"{words!r} not in: {message}"
-    assert "Read:" in message  # and where to read about it
-    assert not [name for name in OPS if name.startswith("my_")], "a failed check takes the learner's ops out too"
+    assert_caught(n, replacements, named)
 
 
 def test_a_filled_op_exercise_trains_a_tiny_model_on_the_learners_ops():
@@ -273,13 +279,7 @@ def _learner_mistakes():
                          ids=lambda v: "-".join(f"{k}={getattr(f, '__name__', f)}" for k, f in v.items())
                          if isinstance(v, dict) else None)
 def test_a_learner_mistake_is_the_graders_message_naming_their_function(n, replacements, named):
-    with pytest.raises(Wrong) as caught:  # not a TypeError from inside the rubric
-        check(n, module=altered(n, **replacements), say=lambda line: None)
-    message = str(caught.value)
-    for words in named:
-        assert words in message, f"{words!r} not in: {message}"
-    assert "Read:" in message
-    assert not [name for name in OPS if name.startswith("my_")]
+    assert_caught(n, replacements, named)
 
 
 def test_an_error_no_rubric_foresaw_is_still_wrong_naming_the_exercise(monkeypatch):
