@@ -6,6 +6,7 @@
     python -m benchmarks.train_step --quick              # a tiny config, a few steps (seconds)
     python -m benchmarks.train_step --configs M --handwritten   # + a hand-written NumPy step: the floor
     python -m benchmarks.train_step --configs M --plain  # + a user's own loop, with no minigrad.runtime call
+    python -m benchmarks.train_step --configs M --plain --plain-user-threads  # ... in a shell exporting OMP_NUM_THREADS
 
 ``--plain`` adds a contender that is a learner's own script: the same model and
 AdamW, forward/backward/step, and no ``minigrad.runtime`` call and no
@@ -490,6 +491,8 @@ def measure(cfg: Config, contenders: list[str], args) -> dict:
             plain = ["--plain-script"] if name == "minigrad+plain" else []
             if plain:
                 env = {"MINIGRAD_MALLOC_TUNE": "", "MINIGRAD_AUTOTUNE": ""}  # nothing set: what a user's shell has
+                if args.plain_user_threads:
+                    env["MINIGRAD_THREADS"] = ""  # (the BLAS / OpenMP variables stay: the count is the user's)
             workers.append(_util.Worker("benchmarks.train_step", kind, options + plain, args.threads, tuned,
                                         name=name, root=root, env=env))
         steps = {w.name: [] for w in workers}
@@ -716,6 +719,9 @@ def parse_args(argv=None):
     p.add_argument("--plain", action="store_true",
                    help="add a worker running a user's own loop: models.GPT, AdamW, forward/backward/step, and no "
                         "minigrad.runtime call (what it gets, it gets from the first backward())")
+    p.add_argument("--plain-user-threads", action="store_true",
+                   help="the --plain worker without MINIGRAD_THREADS: only OPENBLAS_/OMP_/MKL_NUM_THREADS=N, as a "
+                        "user's shell that exports them has")
     p.add_argument("--plain-script", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--baseline", metavar="DIR",
                    help="add a worker running the minigrad of another checkout (before/after a change), e.g. "

@@ -253,9 +253,15 @@ def choose_threads(policy: str | int = "auto") -> ThreadChoice:
             raise ValueError(f"MINIGRAD_THREADS must be a positive whole number or 'auto', got {requested!r}")
         return ThreadChoice(int(requested), f"MINIGRAD_THREADS={requested}")
     if not requested:
-        for name in USER_THREAD_VARIABLES:
-            if os.environ.get(name):
-                return ThreadChoice(None, f"{name}={os.environ[name]} from the environment")
+        user = {name: os.environ[name].strip() for name in USER_THREAD_VARIABLES if os.environ.get(name, "").strip()}
+        if user:
+            said = ", ".join(f"{name}={value}" for name, value in user.items())
+            counts = [int(value) for value in user.values() if value.isdigit() and int(value) >= 1]
+            if len(counts) < len(user):  # a value we cannot read as a count: the pools are left as they are
+                return ThreadChoice(None, f"{said} from the environment")
+            # The count, put in force in every pool alike: with the [fast] backend, OpenBLAS left at the
+            # user's N beside MKL's and numba's N threads would spin against them.
+            return ThreadChoice(min(counts), f"{said} from the environment")
         if policy != "auto":
             if isinstance(policy, bool) or not isinstance(policy, int) or policy < 1:
                 raise ValueError(f"set_threads: policy must be 'auto' or a positive int, got {policy!r}")
@@ -276,7 +282,9 @@ def set_threads(policy: str | int = "auto") -> ThreadChoice:
     (a Module called outside any other) to the next; in a loop with no Module,
     from one ``backward()`` to the next. ``MINIGRAD_THREADS=N``
     overrides both; an ``OPENBLAS_NUM_THREADS`` (or OMP_, MKL_) the user set is
-    respected and nothing is changed. Needs threadpoolctl (a dependency of
+    the count (the least, if several are set), applied to every pool as a
+    ``MINIGRAD_THREADS`` would be, so that the [fast] backend's OpenBLAS stays at
+    one thread beside MKL's. Needs threadpoolctl (a dependency of
     minigrad); pools loaded after the call (a later ``import torch``) are not limited.
     """
     global _choice, _controller, _tuner

@@ -185,11 +185,22 @@ def test_minigrad_threads_wins_over_everything(clean_env):
 
 
 @pytest.mark.parametrize("name", runtime.USER_THREAD_VARIABLES)
-def test_a_thread_variable_the_user_set_is_respected(clean_env, name):
-    clean_env.setenv(name, "1")
+def test_a_thread_variable_the_user_set_is_the_count(clean_env, name):
+    clean_env.setenv(name, "3")
     clean_env.setattr(runtime, "usable_cores", lambda: pytest.fail("measured despite the user"))
-    choice = runtime.choose_threads("auto")
-    assert choice.threads is None and name in choice.reason
+    assert runtime.choose_threads("auto") == (3, f"{name}=3 from the environment")
+    assert runtime.choose_threads(2).threads == 3  # the user's word over the script's
+
+
+def test_of_several_thread_variables_the_least_is_the_count(clean_env):
+    clean_env.setenv("OMP_NUM_THREADS", "4")
+    clean_env.setenv("OPENBLAS_NUM_THREADS", "2")
+    assert runtime.choose_threads("auto") == (2, "OPENBLAS_NUM_THREADS=2, OMP_NUM_THREADS=4 from the environment")
+
+
+def test_a_thread_variable_that_is_not_a_count_leaves_the_pools_as_they_are(clean_env):
+    clean_env.setenv("OMP_NUM_THREADS", "4,2")  # OpenMP's nested form: the libraries read it themselves
+    assert runtime.choose_threads("auto") == (None, "OMP_NUM_THREADS=4,2 from the environment")
 
 
 def test_a_script_can_ask_for_a_count(clean_env):
@@ -220,6 +231,29 @@ choice = runtime.set_threads(1)
 print(json.dumps({"before": before, "after": [p["num_threads"] for p in threadpool_info()],
                   "choice": list(choice), "kept": list(runtime.thread_choice())}))
 """
+
+
+SET_BY_THE_USER = """
+import json
+from threadpoolctl import threadpool_info
+from minigrad import runtime
+choice = runtime.set_threads()
+pools = {p["internal_api"]: p["num_threads"] for p in threadpool_info()}
+print(json.dumps({"choice": list(choice), "pools": pools, "numba": runtime.thread_pools()[-1]["num_threads"]}))
+"""
+
+
+@pytest.mark.skipif(mg.backend()["gemm"] == "numpy", reason="MKL's GEMM: the [fast] extra, on x86-64 Linux")
+def test_with_mkl_a_user_thread_count_keeps_openblas_at_one_thread_beside_mkl():
+    # OPENBLAS_NUM_THREADS=2 left alone beside MKL's and numba's 2 threads: the pools spin against each other
+    # on two cores. The user's count goes to MKL and numba; OpenBLAS keeps one.
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
+    env.update(OPENBLAS_NUM_THREADS="2", OMP_NUM_THREADS="2", MKL_NUM_THREADS="2")
+    done = subprocess.run([sys.executable, "-c", SET_BY_THE_USER], capture_output=True, text=True, env=env,
+                          check=True)
+    result = json.loads(done.stdout)
+    assert result["choice"][0] == 2 and "OPENBLAS_NUM_THREADS=2" in result["choice"][1]
+    assert result["pools"]["openblas"] == 1 and result["pools"]["mkl"] == 2 and result["numba"] == 2
 
 
 def test_set_threads_limits_every_loaded_pool():
