@@ -9,9 +9,10 @@ beside their NumPy and plain ones; ``import minigrad`` itself loads neither:
   (GELU and its gradient, layer norm and its gradient, softmax and its
   gradient, attention's softmax, cross-entropy and its gradient) but for the
   Adam update, one pass per parameter on one thread;
-* ``mkl_blas.py``: MKL's GEMMs for float32 matrix products and linear layers, each
-  product shape timed against NumPy's matmul the first time it is seen and given
-  to the quicker.
+* ``mkl_blas.py``: MKL's GEMMs for float32 matrix products, stacks of them
+  (attention's heads, in one batched call) and linear layers, each product
+  shape timed against NumPy's matmul the first time it is seen and given to
+  the quicker.
 
 Each compiled form computes what the kernel's plain form computes (the
 tests hold it to that on the same generated inputs as the NumPy form) and

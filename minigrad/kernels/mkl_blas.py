@@ -4,16 +4,21 @@ Loaded by ``backend.py`` only where the PyPI ``mkl`` wheel is installed
 (x86-64 Linux: ``pip install -e '.[fast]'``). It is the BLAS PyTorch's CPU
 build uses, so a product costs here what it costs there.
 
-One call does the work:
+Two calls do the work:
 
 * ``cblas_sgemm``: one product C = alpha A B + beta C. Either operand may be
   transposed in memory (a ``W.T`` view, a column-major array): MKL reads it
   as it lies, where NumPy would copy it first. A linear layer writes its
   bias into C first and asks for beta = 1, so the bias is added inside the
   GEMM instead of by a pass of its own.
+* ``cblas_sgemm_batch``: a stack of products of one shape, such as
+  attention's per-head ``q @ k^T`` and ``weights @ v``, in one call that
+  spreads the stack over MKL's threads. NumPy's batched matmul makes one
+  BLAS call per matrix, each too small to use a second core. Each matrix is
+  found by its address (a table of pointers), so head-split views such as
+  ``(B, T, H, D) -> (B, H, T, D)`` and broadcast batch axes are read in place.
 
-Attention's stacks of small per-head products stay with NumPy's batched
-matmul (what each path costs is in ``benchmarks/README.md``). Only float32 is
+Only float32 is
 sent to MKL (what training uses); everything else, and products too small to
 repay a ctypes call, go to NumPy's matmul. Of the rest, each shape goes to
 whichever of MKL and NumPy's matmul was the quicker when it was first seen:
@@ -42,6 +47,10 @@ def load(path: str) -> None:
     i, f, p = ctypes.c_int, ctypes.c_float, ctypes.c_void_p
     lib.cblas_sgemm.argtypes = [i, i, i, i, i, i, f, p, i, p, i, f, p, i]
     lib.cblas_sgemm.restype = None
+    # (layout, transa[], transb[], m[], n[], k[], alpha[], a*[], lda[], b*[], ldb[], beta[], c*[], ldc[],
+    #  group_count, group_size[]): one group, so every array holds one value but the three of pointers
+    lib.cblas_sgemm_batch.argtypes = [i, p, p, p, p, p, p, p, p, p, p, p, p, p, i, p]
+    lib.cblas_sgemm_batch.restype = None
     lib.MKL_Get_Max_Threads()  # loads MKL's threading layer (and libgomp) now, where thread limits can see it
     _lib = lib
 
@@ -85,6 +94,73 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, alpha: flo
     _lib.cblas_sgemm(_ROW_MAJOR, ta, tb, m, n, k, alpha, a.ctypes.data, lda, b.ctypes.data, ldb, beta,
                      out.ctypes.data, max(n, 1))
     return out
+
+
+def _addresses(x: np.ndarray, batch: tuple) -> np.ndarray:
+    """The address of each matrix of ``x`` (..., rows, cols) broadcast to ``batch`` + its last two axes, in C order."""
+    x = np.broadcast_to(x, batch + x.shape[-2:])  # (a broadcast axis has stride 0: the same matrix again)
+    offsets = np.zeros(batch, np.int64)
+    for axis, stride in enumerate(x.strides[:-2]):
+        along = np.arange(batch[axis], dtype=np.int64).reshape((-1,) + (1,) * (len(batch) - axis - 1))
+        offsets = offsets + stride * along  # (this axis's index times its stride, broadcast over the later axes)
+    return offsets.reshape(-1) + x.ctypes.data
+
+
+def _matrix_layout(x: np.ndarray):
+    """``_layout`` of each matrix of the stack ``x`` (..., rows, cols): (flag, ld), or None to copy. The stride
+    of an axis of length 1 is never stepped along, and NumPy may give it any value: it is read as packed."""
+    rows, cols = x.shape[-2:]
+    row_step = cols * x.itemsize if rows == 1 else x.strides[-2]
+    col_step = x.itemsize if cols == 1 else x.strides[-1]
+    return _layout(np.lib.stride_tricks.as_strided(x, (rows, cols), (row_step, col_step)))
+
+
+def _readable_stack(x: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """A stack of matrices (..., rows, cols) MKL reads without copying, with each matrix's (flag, ld); copied
+    once (C order) if its matrices' own strides are not a BLAS layout."""
+    lay = _matrix_layout(x)
+    if lay is None:
+        x = np.ascontiguousarray(x)
+        lay = _matrix_layout(x)
+    return x, *lay
+
+
+def gemm_batch(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` for float32 stacks a (..., M, K), b (..., K, N) whose batch axes broadcast, as one
+    ``cblas_sgemm_batch`` call over the stack; the result (batch..., M, N) is C-ordered."""
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    out = np.empty(batch + (m, n), _F32)
+    count = math.prod(batch)
+    if count == 0 or m == 0 or n == 0:
+        return out
+    if k == 0:
+        out[...] = 0
+        return out
+    a, ta, lda = _readable_stack(a)
+    b, tb, ldb = _readable_stack(b)
+    a_at, b_at, out_at = _addresses(a, batch), _addresses(b, batch), _addresses(out, batch)
+    ints = np.array([ta, tb, m, n, k, lda, ldb, max(n, 1), count], np.intc)  # (kept alive through the call)
+    scalars = np.array([1.0, 0.0], _F32)  # alpha, beta
+    i, f = ints.ctypes.data, scalars.ctypes.data
+    step = ints.itemsize
+    _lib.cblas_sgemm_batch(_ROW_MAJOR, i, i + step, i + 2 * step, i + 3 * step, i + 4 * step, f, a_at.ctypes.data,
+                           i + 5 * step, b_at.ctypes.data, i + 6 * step, f + scalars.itemsize, out_at.ctypes.data,
+                           i + 7 * step, 1, i + 8 * step)
+    return out
+
+
+def _takes_batch(a: np.ndarray, b: np.ndarray) -> bool:
+    """float32 stacks (..., M, K) @ (..., K, N), b with batch axes of its own, whose whole work repays a ctypes
+    call: attention's products of every head at once."""
+    if a.dtype != _F32 or b.dtype != _F32 or a.ndim < 2 or b.ndim < 3 or a.shape[-1] != b.shape[-2]:
+        return False
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        return False
+    return math.prod(batch) * a.shape[-2] * a.shape[-1] * b.shape[-1] >= _SMALL
 
 
 def _takes_matmul(a: np.ndarray, b: np.ndarray) -> bool:
@@ -139,9 +215,21 @@ def _key(name: str, a: np.ndarray, b: np.ndarray, bias) -> tuple:
     return name, 1 << (rows - 1).bit_length(), a.shape[-1], n, a_layout, b_layout, bias is not None
 
 
+def _stack_key(a: np.ndarray, b: np.ndarray) -> tuple:
+    """A stack's key: the matrices in the stack (rounded up to a power of two), each product's sizes, and each
+    operand's matrix layout ((flag, ld) as ``_layout`` reads one matrix; None: copied first)."""
+    count = math.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    layouts = (_matrix_layout(x) for x in (a, b))
+    return ("stack", 1 << (count - 1).bit_length(), *a.shape[-2:], b.shape[-1], *layouts)
+
+
 def shape_text(key: tuple) -> str:
     """A shape key in words, for ``minigrad.backend()``: "linear (<=1024, 128) [C] @ weight.T (128, 512) [F] + bias"
     (rows up to 1024; C: rows contiguous, F: columns contiguous, strided: copied first)."""
+    if key[0] == "stack":
+        _, count, m, k, n, a_layout, b_layout = key
+        a_word, b_word = (("C" if lay[0] == _NO_TRANS else "F") if lay else "strided" for lay in (a_layout, b_layout))
+        return f"matmul stack (<={count} x ({m}, {k})) [{a_word}] @ ({k}, {n}) [{b_word}]"
     name, rows, k, n, a_layout, b_layout, bias = key
     a_word, b_word = (("C" if lay[0] == _NO_TRANS else "F") if isinstance(lay, tuple) else "C" if lay else "strided"
                       for lay in (a_layout, b_layout))
@@ -169,13 +257,18 @@ def _quicker(key: tuple, on_mkl, on_numpy):
 
 def install(kernels: dict) -> None:
     """Make MKL's products the ``.compiled`` and ``.active`` forms of the matmul and linear kernels: for each
-    shape MKL can take, whichever of MKL and NumPy's matmul was measured quicker the first time it was seen."""
+    shape MKL can take (one product, or a stack), whichever of MKL and NumPy's matmul was measured quicker the
+    first time it was seen."""
     numpy_matmul, numpy_linear = kernels["matmul"].fast, kernels["linear"].fast
 
     def matmul_form(a, b):
-        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and _takes_matmul(a, b)):
+        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
             return numpy_matmul(a, b)
-        return _quicker(_key("matmul", a, b, None), lambda: matmul(a, b), lambda: numpy_matmul(a, b))
+        if _takes_matmul(a, b):
+            return _quicker(_key("matmul", a, b, None), lambda: matmul(a, b), lambda: numpy_matmul(a, b))
+        if _takes_batch(a, b):
+            return _quicker(_stack_key(a, b), lambda: gemm_batch(a, b), lambda: numpy_matmul(a, b))
+        return numpy_matmul(a, b)
 
     def linear_form(x, weight, bias=None):
         bias_args = () if bias is None else (bias,)

@@ -319,6 +319,11 @@ def _ok(*arrays) -> bool:
     return True
 
 
+def _stacks_ok(*arrays) -> bool:
+    """float32 matrices or stacks of them, not empty, in any layout: what a product takes (attention's q and k)."""
+    return all(isinstance(a, np.ndarray) and a.dtype == _F32 and a.ndim >= 2 and a.size for a in arrays)
+
+
 def _last_axis(axis, ndim: int) -> bool:
     return isinstance(axis, int | np.integer) and not isinstance(axis, bool) and axis in (-1, ndim - 1)
 
@@ -337,8 +342,9 @@ def _rows(a: np.ndarray) -> np.ndarray:
     return a.reshape(-1, a.shape[-1])
 
 
-def make_forms(numpy_forms: dict) -> dict:
-    """The compiled form of each kernel that has one, falling back to ``numpy_forms[name]``."""
+def make_forms(numpy_forms: dict, matmul=np.matmul) -> dict:
+    """The compiled form of each kernel that has one, falling back to ``numpy_forms[name]``; attention's scores
+    are ``matmul(q, k^T)`` (the matmul kernel's active form, MKL's where it is installed)."""
     fallback = numpy_forms.__getitem__
 
     def gelu(x, approximate="none"):
@@ -379,9 +385,9 @@ def make_forms(numpy_forms: dict) -> dict:
         return grad
 
     def attention_weights(q, k, bias=None, scale=1.0):
-        if not _ok(q, k) or (bias is not None and not (isinstance(bias, np.ndarray) and bias.dtype == _F32)):
+        if not _stacks_ok(q, k) or (bias is not None and not (isinstance(bias, np.ndarray) and bias.dtype == _F32)):
             return fallback("attention_weights")(q, k, bias, scale)
-        scores = q @ k.swapaxes(-1, -2)  # (..., Tq, Tk)
+        scores = matmul(q, k.swapaxes(-1, -2))  # (..., Tq, Tk); q and k may be head-split views
         if not _ok(scores):
             return fallback("attention_weights")(q, k, bias, scale)
         # (not in place: there LLVM cannot prove the rows apart, and does not vectorise)
@@ -461,7 +467,12 @@ def _numpy_when_small(form, numpy_form):
 def install(kernels: dict) -> None:
     """Make each compiled form its kernel's ``.compiled`` and ``.active`` form."""
     numpy_forms = {name: k.fast for name, k in kernels.items()}
-    for name, form in make_forms(numpy_forms).items():
+    matmul = kernels["matmul"]
+
+    def product(a, b):  # the matmul kernel's form at call time: MKL's, once mkl_blas.install has run
+        return matmul.active(a, b)
+
+    for name, form in make_forms(numpy_forms, product).items():
         if name not in SERIAL:
             form = _numpy_when_small(form, numpy_forms[name])
         form.__name__ = form.__qualname__ = name
