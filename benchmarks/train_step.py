@@ -59,6 +59,7 @@ import functools
 import gc
 import io
 import json
+import math
 import os
 import re
 import time
@@ -136,8 +137,9 @@ def build_torch(cfg: Config, gelu: str):
 
 
 # The ops whose forward is one GEMM: the matmul clock times them. attention_weights is
-# q @ k^T with the mask and softmax fused in, so its time includes that softmax.
-GEMM_OPS = ("matmul", "linear", "attention_weights")
+# q @ k^T with the mask and softmax fused in, so its time includes that softmax;
+# linear_weight_grad is a linear layer's weight gradient, g's rows.T @ x's rows.
+GEMM_OPS = ("matmul", "linear", "attention_weights", "linear_weight_grad")
 
 
 class MinigradWorker:
@@ -337,12 +339,15 @@ class OpCensus:
             key = f"linear {a.shape} @ {b.shape}.T [{layout(a)}, {layout(b)}]"
         elif name == "attention_weights":  # softmax(q @ k^T * scale + bias)
             key = f"attention_weights {a.shape} @ {b.shape}.T, + softmax [{layout(a)}, {layout(b)}]"
+        elif name == "linear_weight_grad":  # g's rows.T @ x's rows
+            key = f"linear_weight_grad {a.shape}.T @ {b.shape}, rows summed [{layout(a)}, {layout(b)}]"
         else:
             key = f"{a.shape} @ {b.shape} [{layout(a)}, {layout(b)}]"
         entry = self.matmuls.setdefault(key, [0, 0.0, 0])
         entry[0] += 1
         entry[1] += seconds
-        entry[2] += 2 * out.size * a.shape[-1]
+        summed = math.prod(a.shape[:-1]) if name == "linear_weight_grad" else a.shape[-1]  # the contracted length
+        entry[2] += 2 * out.size * summed
 
     def result(self) -> dict:
         t0, t1, t2, t3 = self.marks
