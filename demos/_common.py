@@ -44,7 +44,8 @@ def set_threads(say: bool = True, prog: str | None = None) -> runtime.ThreadChoi
     """Choose BLAS threads for this run (``minigrad.runtime.set_threads``: measured on the run's own steps).
 
     ``say``: print one line with the choice and how to override it, and another
-    once the first steps have been timed (the training demos do). A
+    once the first steps have been timed and whenever a later measurement changes
+    the count (the training demos do; one that keeps it prints nothing). A
     ``MINIGRAD_THREADS`` that is not a thread count is the one-line ``<prog>: error: ...`` and exit code 2.
     """
     try:
@@ -59,8 +60,21 @@ def set_threads(say: bool = True, prog: str | None = None) -> runtime.ThreadChoi
         print(f"threads: {count} ({choice.reason}; MINIGRAD_THREADS=N to choose)")
         tuner = runtime.thread_tuner()
         if tuner is not None and tuner.say is None:
-            tuner.say = lambda line: print(f"threads: {line}")
+            tuner.say = say_when_the_count_changes(tuner)
     return choice
+
+
+def say_when_the_count_changes(tuner: runtime.ThreadTuner):
+    """The tuner's ``say``: print its line after the first measurement, and after a later one only if that
+    changed the count (a noisy machine is measured again every few hundred steps; most keep the count)."""
+    shown = []
+
+    def say(line: str) -> None:
+        if not shown or shown[-1] != tuner.chosen:
+            shown.append(tuner.chosen)
+            print(f"threads: {line}")
+
+    return say
 
 
 def python_command() -> str:

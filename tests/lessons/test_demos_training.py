@@ -678,3 +678,36 @@ def test_a_checkpoint_whose_losses_are_not_numbers_is_one_line_error(gpt_run, tm
         train_charlm.main(["--resume", str(folder), "--steps", "20", "--quiet"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "losses and seconds are missing or not numbers" in err
+
+
+def test_the_demos_print_a_thread_measurement_only_when_it_changes_the_count(capsys):
+    from demos._common import say_when_the_count_changes
+    from minigrad import runtime
+
+    cost = {1: 1.0, 2: 2.0}  # seconds per step on each count: one thread is quicker
+    now = [0.0]
+
+    def clock():
+        now[0] += cost[tuner.current]
+        return now[0]
+
+    tuner = runtime.ThreadTuner([1, 2], "2 cores", trial=1, clock=clock, apply=lambda n: None)
+    tuner.say = say_when_the_count_changes(tuner)
+
+    def measure():
+        while True:
+            was = len(tuner.history)
+            tuner.tick()
+            if len(tuner.history) > was:
+                return
+
+    measure()  # the first measurement: said
+    tuner._start_trial(settle=0)
+    measure()  # measured again, the same count: nothing said
+    cost.update({1: 3.0})
+    tuner._start_trial(settle=0)
+    measure()  # now two threads are quicker: said
+    lines = capsys.readouterr().out.splitlines()
+    assert len(tuner.history) == 3
+    assert lines == [f"threads: {tuner.history[0]}", f"threads: {tuner.history[2]}"]
+    assert "auto: 1 measured quickest" in lines[0] and "auto: 2 measured quickest" in lines[1]
