@@ -18,12 +18,12 @@ Two calls do the work:
   found by its address (a table of pointers), so head-split views such as
   ``(B, T, H, D) -> (B, H, T, D)`` and broadcast batch axes are read in place.
 
-Only float32 is
-sent to MKL (what training uses); everything else, and products too small to
-repay a ctypes call, go to NumPy's matmul. Of the rest, each shape goes to
-whichever of MKL and NumPy's matmul was the quicker when it was first seen:
-both are timed then (``_quicker``), since which BLAS wins depends on the CPU,
-the shape, the layouts and the threads, not on a rule that holds everywhere."""
+Only float32 is sent to MKL (what training uses); everything else, and
+products too small to repay a ctypes call, go to NumPy's matmul. Of the rest,
+each shape goes to whichever of MKL and NumPy's matmul was the quicker when it
+was first seen: both are timed then (``_quicker``), since which BLAS wins
+depends on the CPU, the shape, the layouts and the threads, not on a rule that
+holds everywhere."""
 
 from __future__ import annotations
 
@@ -164,8 +164,8 @@ def _takes_batch(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def _takes_matmul(a: np.ndarray, b: np.ndarray) -> bool:
-    """float32 (..., M, K) @ (K, N), big enough to repay a ctypes call. Stacks of small products (attention's
-    heads, b with batch axes) stay with NumPy's batched matmul."""
+    """float32 (..., M, K) @ (K, N), big enough to repay a ctypes call: a's rows stacked make one product.
+    (A b with batch axes of its own is a stack of products: ``_takes_batch``.)"""
     if a.dtype != _F32 or b.dtype != _F32 or a.ndim < 2 or b.ndim != 2 or b.shape[0] != a.shape[-1]:
         return False
     return math.prod(a.shape[:-1]) * a.shape[-1] * b.shape[1] >= _SMALL
