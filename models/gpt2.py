@@ -90,16 +90,35 @@ def _strip(name: str) -> str:
 
 
 def _read_config(path: str) -> dict:
+    """The config.json beside the weights ({} if there is none), its settings checked before any is used."""
     if not os.path.isfile(path):
         return {}
-    with open(path) as f:
-        config = json.load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:  # (JSONDecodeError is a ValueError)
+        raise ValueError(f"load_gpt2: {path} is not a readable JSON file ({type(err).__name__}: {err})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"load_gpt2: {path} must hold a JSON object of GPT-2 settings, not a {type(config).__name__}")
+    wrong = {key: config[key] for key, right in _CONFIG_TYPES.items() if key in config and not right(config[key])}
+    if wrong:
+        raise ValueError(f"load_gpt2: {path} has settings of the wrong kind: {wrong} (n_head: a whole number >= 1, "
+                         f"activation_function: a string, layer_norm_epsilon: a number > 0, the options: true/false)")
     supported = {"scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False,
                  "reorder_and_upcast_attn": False, "add_cross_attention": False}
     unsupported = {key: config[key] for key, ok in supported.items() if config.get(key, ok) != ok}
     if unsupported:
         raise ValueError(f"load_gpt2: {path} asks for GPT-2 options models.GPT does not implement: {unsupported}")
     return config
+
+
+_CONFIG_TYPES = {  # the settings load_gpt2 reads, and what each must be
+    "n_head": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+    "activation_function": lambda v: isinstance(v, str),
+    "layer_norm_epsilon": lambda v: isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < float("inf"),
+    **{option: lambda v: isinstance(v, bool) for option in ("scale_attn_weights", "scale_attn_by_inverse_layer_idx",
+                                                           "reorder_and_upcast_attn", "add_cross_attention")},
+}
 
 
 def _infer_config(tensors: dict, hf: dict, n_head: int | None, file: str) -> GPTConfig:

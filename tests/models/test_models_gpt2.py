@@ -158,3 +158,25 @@ def test_load_rejects_files_that_are_not_gpt2(tmp_path):
         GPT.from_gpt2(tmp_path / "gpt2")
     with pytest.raises(FileNotFoundError, match="no such file"):
         GPT.from_gpt2(tmp_path / "missing.safetensors")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{not json", "is not a readable JSON file"),
+    ("[1, 2]", "must hold a JSON object of GPT-2 settings, not a list"),
+    ("[" * 100_000, "is not a readable JSON file"),
+    ('{"n_head": "4"}', "settings of the wrong kind: {'n_head': '4'}"),
+    ('{"n_head": 0}', "settings of the wrong kind"),
+    ('{"activation_function": ["gelu"]}', "settings of the wrong kind"),
+    ('{"layer_norm_epsilon": "1e-5"}', "settings of the wrong kind"),
+    ('{"layer_norm_epsilon": -1}', "settings of the wrong kind"),
+    ('{"scale_attn_weights": "yes"}', "settings of the wrong kind"),
+])
+def test_a_damaged_config_json_is_a_load_gpt2_error_naming_the_file(tmp_path, text, message):
+    minigrad_gpt2().save_gpt2(tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text(text)
+    with pytest.raises(ValueError, match="load_gpt2: .*config.json") as caught:
+        GPT.from_gpt2(tmp_path)
+    assert message in str(caught.value)
+    (tmp_path / "config.json").write_bytes(b"\xff\xfe")  # not UTF-8 either
+    with pytest.raises(ValueError, match="is not a readable JSON file"):
+        GPT.from_gpt2(tmp_path)
