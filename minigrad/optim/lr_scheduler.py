@@ -84,7 +84,12 @@ class LRScheduler:
         if not isinstance(saved, list | tuple) or len(saved) != len(self.optimizer.param_groups):
             count = len(saved) if isinstance(saved, list | tuple) else type(saved).__name__
             return [f"saved for {count} parameter groups, this optimizer has {len(self.optimizer.param_groups)}"]
-        return []
+        problems = [f"{key}: expected {_kind(value)} (as this scheduler's {value!r}), got {state_dict[key]!r}"
+                    for key, value in self.state_dict().items() if not _same_kind(value, state_dict[key])]
+        step = state_dict["last_step"]
+        if not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):
+            problems.append(f"last_step: expected a whole number >= 0, got {step!r}")
+        return problems
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore ``state_dict()`` and set the optimizer's lrs to match (checked first: a mismatch changes nothing)."""
@@ -93,6 +98,33 @@ class LRScheduler:
             raise ValueError(f"{type(self).__name__}.load_state_dict: " + "; ".join(problems))
         self.__dict__.update({k: (list(v) if isinstance(v, list) else v) for k, v in state_dict.items()})
         self._apply()
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _kind(value) -> str:
+    if value is None or isinstance(value, bool):
+        return "None" if value is None else "true or false"
+    if _is_number(value):
+        return "a finite number"
+    if isinstance(value, list | tuple):
+        return f"a list of {len(value)}" + (f" ({_kind(value[0])[2:]}s)" if value else "")
+    return f"a {type(value).__name__}"
+
+
+def _same_kind(ours, saved) -> bool:
+    """Whether a saved value can stand where the scheduler holds ``ours``: a number a finite number, a list
+    one as long (each entry the same kind), a flag a flag, a string a string."""
+    if ours is None or isinstance(ours, bool):
+        return saved is None if ours is None else isinstance(saved, bool)
+    if _is_number(ours):
+        return _is_number(saved)
+    if isinstance(ours, list | tuple):
+        return (isinstance(saved, list | tuple) and len(saved) == len(ours)
+                and all(_same_kind(a, b) for a, b in zip(ours, saved)))
+    return isinstance(saved, type(ours))
 
 
 class LambdaLR(LRScheduler):

@@ -450,3 +450,29 @@ def test_io_load_checks_a_damaged_rng_state_before_loading(tmp_path):
     with pytest.raises(CheckpointError, match=r"rng: the saved PCG64 state cannot be restored"):
         io.load(path, other, rng=np.random.default_rng(0))
     np.testing.assert_array_equal(other.weight.numpy(), before)
+
+
+@pytest.mark.parametrize("state, message", [
+    ({"last_step": "7"}, "last_step: expected a finite number (as this scheduler's 3), got '7'"),
+    ({"last_step": -2}, "last_step: expected a whole number >= 0, got -2"),
+    ({"last_step": 2.5}, "last_step: expected a whole number >= 0, got 2.5"),
+    ({"base_lrs": ["0.1"]}, "base_lrs: expected a list of 1 (finite numbers)"),
+    ({"min_lr_ratio": None}, "min_lr_ratio: expected a finite number"),
+    ({"total_steps": True}, "total_steps: expected a finite number"),
+])
+def test_a_scheduler_state_with_values_of_the_wrong_kind_is_a_checkpoint_error(tmp_path, state, message):
+    """Right keys, wrong values: refused by name before anything is loaded, not a TypeError steps later."""
+    model = nn.Linear(2, 2, rng=np.random.default_rng(0))
+    opt = SGD(model.parameters(), lr=0.1)
+    sched = WarmupCosineLR(opt, warmup_steps=2, total_steps=10)
+    for _ in range(3):
+        opt.step()
+        sched.step()
+    path = tmp_path / "c.safetensors"
+    io.save(path, model, opt, scheduler=sched)
+    saved = json.loads(io.load_safetensors(path, return_metadata=True)[1]["scheduler"])
+    rewrite_metadata(path, scheduler=json.dumps({**saved, "state": {**saved["state"], **state}}))
+    before = sched.state_dict()
+    with pytest.raises(CheckpointError, match="nothing was loaded") as caught:
+        io.load(path, model, opt, scheduler=sched)
+    assert message in str(caught.value) and sched.state_dict() == before
