@@ -341,4 +341,5 @@ if plt is not None:
 # The rounding op, its gradient rule and the policy are described in
 # docs/checkpoint_and_precision.md. Exercise 12
 # (demos/exercises/ex12_loss_scaler.py, graded by `python -m demos.exercises check 12`)
-# asks you to write the loss scaler.
+# asks you to write the loss scaler with what a real loop adds: gradient clipping,
+# which must see the gradients unscaled (PyTorch's `scaler.unscale_(optimizer)`).

@@ -812,9 +812,30 @@ class _CountingOptimizer:
         self.steps += 1
 
 
+def _check_second_unscale(what: str, scaler, params, expected) -> None:
+    """A second unscale_ in one step must raise RuntimeError and leave the gradients as they were."""
+    try:
+        with np.errstate(all="ignore"):
+            scaler.unscale_(params)
+    except RuntimeError:
+        pass
+    except NotImplementedError:
+        raise
+    except Exception as err:
+        fail(what, f"a second unscale_() raised {type(err).__name__}: {err}; it should be a RuntimeError "
+                   f"(as GradScaler's)", "scaler")
+    else:
+        fail(what, "a second unscale_() before step() was taken: it divides the gradients by the scale again. "
+                   "Remember that this step's gradients are unscaled, and raise RuntimeError", "scaler")
+    for i, (e, p) in enumerate(zip(expected, params)):
+        compare(f"{what}: gradient {i} after the refused second unscale_() (unchanged)", e, p.grad, "scaler",
+                rtol=1e-6, atol=0)
+
+
 def grade_12(m, rng, say) -> None:
     settings = [dict(), dict(init_scale=2.0 ** 10, growth_interval=3), dict(init_scale=1024.0, growth_factor=4.0,
                 backoff_factor=0.25, growth_interval=2), dict(init_scale=2.0 ** 24, growth_interval=5)]
+    clipped_steps = 0
     for setting in settings:
         scaler = run_learner(f"LossScaler({setting})", m.LossScaler, **setting, hint_key="scaler")
         scale = setting.get("init_scale", 2.0 ** 16)
@@ -840,11 +861,23 @@ def grade_12(m, rng, say) -> None:
             found_inf = not all(np.isfinite(e).all() for e in expected)
             optimizer = _CountingOptimizer()
             kind = "inf" if bad < 0.15 else "NaN" if bad < 0.3 else "finite"
-            what = f"LossScaler({setting}), step {step} ({kind} gradients)"
+            clip = rng.random() < 0.5  # this step unscales first, to clip, then steps
+            what = f"LossScaler({setting}), step {step} ({kind} gradients{', unscale_ then clip' * clip})"
+            if clip:
+                clipped_steps += 1
+                run_learner(f"{what}: unscale_()", scaler.unscale_, params, hint_key="scaler")
+                for i, (e, p) in enumerate(zip(expected, params)):
+                    compare(f"{what}: gradient {i} after unscale_(), divided by the scale {scale:g}", e, p.grad,
+                            "scaler", rtol=1e-6, atol=0)
+                _check_second_unscale(what, scaler, params, expected)
+                for e, p in zip(expected, params):  # what clipping to a smaller norm does: scale them down
+                    p.grad.data *= np.float32(0.5)
+                    e *= np.float32(0.5)
             taken = run_learner(f"{what}: step()", scaler.step, optimizer, params, hint_key="scaler")
             for i, (e, p) in enumerate(zip(expected, params)):
-                compare(f"{what}: gradient {i} after step(), unscaled (divided by the scale {scale:g})", e, p.grad,
-                        "scaler", rtol=1e-6, atol=0)
+                once = " (unscale_ had divided them already: step() must not divide again)" if clip else ""
+                compare(f"{what}: gradient {i} after step(), unscaled once (divided by the scale {scale:g}){once}", e,
+                        p.grad, "scaler", rtol=1e-6, atol=0)
             if optimizer.steps != (0 if found_inf else 1):
                 fail(what, f"called optimizer.step() {optimizer.steps} time(s); a step whose gradients hold inf or NaN "
                            f"is skipped, any other is taken once", "scaler")
@@ -860,5 +893,6 @@ def grade_12(m, rng, say) -> None:
             if scaler.scale != scale:
                 fail(what, f"the scale after step() is {scaler.scale!r}, expected {scale!r} (back off on inf/NaN and "
                            f"start counting again; grow after growth_interval good steps in a row)", "scaler")
-    say(f"LossScaler: scale_loss, unscaled gradients, skipped steps and the scale equal the reference over "
-        f"{len(settings)} settings x 30 generated steps (inf and NaN among them)")
+    say(f"LossScaler: scale_loss, unscaled gradients (with unscale_ before step() in {clipped_steps} steps, and a "
+        f"second unscale_ refused), skipped steps and the scale equal the reference over {len(settings)} settings "
+        f"x 30 generated steps (inf and NaN among them)")

@@ -204,7 +204,8 @@ def test_the_scaler_skips_overflowing_steps_then_trains(precision_run):
 
 
 def test_the_lessons_scaler_follows_torch_grad_scaler():
-    """The rules of the lesson's scaler (and exercise 12's reference, the same) give GradScaler's scales."""
+    """The rules of the lesson's scaler (and of exercise 12's reference, which adds unscale_) give GradScaler's
+    scales."""
     torch = pytest.importorskip("torch")
     import minigrad as mg
     from demos.exercises.solutions.ex12_loss_scaler import LossScaler

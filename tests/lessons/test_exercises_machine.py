@@ -75,15 +75,26 @@ def _wrong_cases():
             return True
 
     class IgnoresNaN(s12.LossScaler):  # np.isinf instead of np.isfinite: a NaN gradient goes through
+        def unscale_(self, params):
+            super().unscale_(params)
+            self.found_inf = any(bool(np.isinf(p.grad.data).any()) for p in params)
+
+    class DividesTwice(s12.LossScaler):  # step() unscales whether or not unscale_ already did
         def step(self, optimizer, params):
-            found = False
-            for p in params:
-                p.grad.data *= np.float32(1 / self.scale)
-                found = found or bool(np.isinf(p.grad.data).any())
-            if not found:
-                optimizer.step()
-            self.scale *= self.backoff_factor if found else 1.0
-            return not found
+            self.found_inf = None
+            return super().step(optimizer, params)
+
+    class UnscalesAgain(s12.LossScaler):  # a second unscale_ in one step is taken: divided twice
+        def unscale_(self, params):
+            self.found_inf = None
+            super().unscale_(params)
+
+    class RemembersTooLong(s12.LossScaler):  # never forgets this step's verdict: the next step is not unscaled
+        def step(self, optimizer, params):
+            kept = self.found_inf
+            taken = super().step(optimizer, params)
+            self.found_inf = not taken if kept is None else kept
+            return taken
 
     class KeepsCounting(s12.LossScaler):  # backs off on inf but does not restart the count of good steps
         def step(self, optimizer, params):
@@ -97,6 +108,9 @@ def _wrong_cases():
         (12, dict(LossScaler=StepsOnInf), ["called optimizer.step() 1 time(s)", "is skipped"]),
         (12, dict(LossScaler=IgnoresNaN), ["NaN gradients", "called optimizer.step() 1 time(s)"]),
         (12, dict(LossScaler=KeepsCounting), ["the scale after step()", "start counting again"]),
+        (12, dict(LossScaler=DividesTwice), ["unscale_ then clip", "step() must not divide again"]),
+        (12, dict(LossScaler=UnscalesAgain), ["a second unscale_() before step() was taken", "raise RuntimeError"]),
+        (12, dict(LossScaler=RemembersTooLong), ["step 1 (", "unscale_(): raised RuntimeError"]),
         (11, dict(ring_all_reduce=whole_vectors_around_the_ring), ["ring_all_reduce with 3 worker(s)", "bytes",
                                                                    "Send chunks, not whole vectors"]),
         (11, dict(ring_all_reduce=reduce_scatter_only), ["worker 0's buffer after the all-reduce", "expected"]),

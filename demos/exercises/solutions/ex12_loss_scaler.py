@@ -1,4 +1,4 @@
-"""Exercise 12: dynamic loss scaling (reference solution)."""
+"""Exercise 12: dynamic loss scaling with gradient clipping (reference solution)."""
 
 import numpy as np
 
@@ -8,15 +8,24 @@ class LossScaler:
         self.scale = init_scale
         self.growth_factor, self.backoff_factor, self.growth_interval = growth_factor, backoff_factor, growth_interval
         self.good_steps = 0
+        self.found_inf = None  # this step's verdict once its gradients are unscaled; None before that
 
     def scale_loss(self, loss):
         return loss * self.scale
 
-    def step(self, optimizer, params) -> bool:
+    def unscale_(self, params) -> None:
+        if self.found_inf is not None:
+            raise RuntimeError("unscale_() was already called this step: call it once, before step()")
         found_inf = False
         for p in params:
             p.grad.data *= np.float32(1 / self.scale)
             found_inf = found_inf or not np.isfinite(p.grad.data).all()
+        self.found_inf = found_inf
+
+    def step(self, optimizer, params) -> bool:
+        if self.found_inf is None:
+            self.unscale_(params)
+        found_inf, self.found_inf = self.found_inf, None  # the next step's gradients are new
         if not found_inf:
             optimizer.step()
         if found_inf:
