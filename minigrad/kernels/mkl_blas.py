@@ -57,8 +57,11 @@ def load(path: str) -> None:
 
 def _layout(m: np.ndarray):
     """(transpose flag, leading dimension) for MKL to read the 2-D view ``m`` in place, or None to copy it."""
-    rows, cols = m.shape
-    s0, s1 = m.strides
+    return _layout_of(*m.shape, *m.strides)
+
+
+def _layout_of(rows: int, cols: int, s0: int, s1: int):
+    """``_layout`` from a float32 matrix's sizes and byte strides (no array needed)."""
     if s0 % 4 or s1 % 4:
         return None
     if s1 == 4 and (s0 >= 4 * max(cols, 1) or rows == 1):
@@ -112,7 +115,7 @@ def _matrix_layout(x: np.ndarray):
     rows, cols = x.shape[-2:]
     row_step = cols * x.itemsize if rows == 1 else x.strides[-2]
     col_step = x.itemsize if cols == 1 else x.strides[-1]
-    return _layout(np.lib.stride_tricks.as_strided(x, (rows, cols), (row_step, col_step)))
+    return _layout_of(rows, cols, row_step, col_step)
 
 
 def _readable_stack(x: np.ndarray) -> tuple[np.ndarray, int, int]:
