@@ -851,6 +851,14 @@ for _name in INSTEAD:
 del _name
 
 
+def _listed(self) -> list:
+    """``dir(x)``, and so tab completion, without the refused names: they are not there to be used."""
+    return [name for name in object.__dir__(self) if not isinstance(vars(Tensor).get(name), _Refused)]
+
+
+bind(None, "__dir__")(_listed)
+
+
 # --------------------------------------------------------------------------------------
 # mg. functions: the same forms with the tensor as the first argument
 # --------------------------------------------------------------------------------------

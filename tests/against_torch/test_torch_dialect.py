@@ -455,3 +455,4 @@ def test_an_unknown_name_is_pythons_own_error_and_tensor_has_no_getattr():
     with pytest.raises(AttributeError, match=r"^'Tensor' object has no attribute 'no_such_name'$"):
         x.no_such_name  # noqa: B018
     assert not hasattr(x, "add_") and not hasattr(mg.Tensor, "add_")
+    assert "add_" not in dir(x) and "sum" in dir(x)  # tab completion offers what works
