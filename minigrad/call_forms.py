@@ -824,15 +824,39 @@ INSTEAD = {
 }
 
 
-def _missing(self, name: str):
-    """``x.add_(v)`` and the other PyTorch names minigrad lacks: an AttributeError saying what to write."""
-    if name in INSTEAD:
-        raise AttributeError(f"'Tensor' object has no attribute {name!r}: minigrad spells it {INSTEAD[name]} "
-                             f"(in-place writes under `with mg.no_grad():`, as the README's in-place rules say)")
-    raise AttributeError(f"'Tensor' object has no attribute {name!r}")
+class _Refused:
+    """``x.add_(v)`` and the other PyTorch names minigrad lacks: reading one raises an AttributeError saying what
+    to write instead.
+
+    One descriptor per name, on ``Tensor``, rather than a ``Tensor.__getattr__``: a class with ``__getattr__``
+    has every attribute read of every tensor go the slow way (Python cannot specialise them), and the engine
+    reads tensors' attributes on every op and every backward node. A name no one knows gets Python's own
+    AttributeError. The names stay free for ops: an op of one's own may bind ``norm`` (``registry._bound_by``).
+    """
+
+    _bound_by_op = None  # (registry: not taken)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, tensor, owner=None):
+        raise AttributeError(f"'Tensor' object has no attribute {self.name!r}: minigrad spells it "
+                             f"{INSTEAD[self.name]} (in-place writes under `with mg.no_grad():`, as the README's "
+                             f"in-place rules say)")
 
 
-bind(None, "__getattr__")(_missing)
+for _name in INSTEAD:
+    if not hasattr(Tensor, _name):  # (copy_ has since been written)
+        setattr(Tensor, _name, _Refused(_name))
+del _name
+
+
+def _listed(self) -> list:
+    """``dir(x)``, and so tab completion, without the refused names: they are not there to be used."""
+    return [name for name in object.__dir__(self) if not isinstance(vars(Tensor).get(name), _Refused)]
+
+
+bind(None, "__dir__")(_listed)
 
 
 # --------------------------------------------------------------------------------------

@@ -97,6 +97,10 @@ OPS: dict[str, Op] = {}
 # --------------------------------------------------------------------------------------
 
 
+_NUMBER = (bool, int, float, np.bool_, np.number)  # (tuples made once: `bool | int | ...` is built at each call)
+_FLOAT = (float, np.floating)
+
+
 def _as_input(x, like_dtype) -> Tensor:
     """Turn a Python number or ndarray operand into a constant Tensor.
 
@@ -109,8 +113,8 @@ def _as_input(x, like_dtype) -> Tensor:
     """
     if isinstance(x, Tensor):
         return x
-    if isinstance(x, bool | int | float | np.bool_ | np.number):
-        is_float = isinstance(x, float | np.floating)
+    if isinstance(x, _NUMBER):
+        is_float = isinstance(x, _FLOAT)
         if like_dtype is None or (is_float and like_dtype.kind != "f"):
             dtype = np.float32 if is_float else None  # None: NumPy's int64 (or bool for a bool)
         else:
@@ -125,12 +129,17 @@ def _as_inputs(inputs) -> tuple:
     """The inputs as Tensors, numbers taking the dtype of the first float tensor (else integer one)."""
     like = None
     for x in inputs:
-        if isinstance(x, Tensor) and x.dtype.kind == "f":
-            like = x.dtype
-            break
-        if like is None and isinstance(x, Tensor) and x.dtype.kind in "iu":
-            like = x.dtype
-    return tuple(_as_input(x, like) for x in inputs)
+        if isinstance(x, Tensor):
+            dtype = x._data.dtype
+            if dtype.kind == "f":
+                like = dtype
+                break
+            if like is None and dtype.kind in "iu":
+                like = dtype
+    tensors = []  # (a loop: `x * 0.5` comes here on every call, and a comprehension is a function call of its own)
+    for x in inputs:
+        tensors.append(_as_input(x, like))
+    return tuple(tensors)
 
 
 def _inputs_text(tensors, params) -> str:
@@ -156,7 +165,9 @@ def apply(op, *inputs, **params) -> Tensor:
             break
     if op.composite is not None and _state.composite:  # (core ops have no composite: no mode lookup)
         return op.composite(*tensors, **params)
-    arrays = [t._data for t in tensors]  # (the array itself: .data is a property, versions.py)
+    arrays = []  # the arrays themselves (.data is a property, versions.py), gathered by a loop: a comprehension
+    for t in tensors:  # is a function call of its own, and this runs on every op
+        arrays.append(t._data)
     try:
         out = op.forward(*arrays, **params)
     except (ValueError, IndexError, TypeError) as err:
@@ -291,6 +302,7 @@ def _bind(op: Op) -> None:
         function.__module__ = Tensor.__module__
         function.__wrapped__ = op.block  # inspect.getsource(Tensor.__mul__) shows the op's block in ops.py
         function._bound_by_op = op  # so a re-run of the block may rebind it, and another block may not
+        function._displaced = vars(Tensor).get(attribute)  # a free name's placeholder (call_forms._Refused), put back
         setattr(Tensor, attribute, function)
 
 
@@ -317,8 +329,11 @@ def _operators(op: Op):
 def _unbind(op: Op) -> None:
     """Take the op's method and operators off ``Tensor`` (those it bound itself, nothing else)."""
     for attribute in _attributes(op.method, op.operator):
-        if getattr(vars(Tensor).get(attribute), "_bound_by_op", None) is op:
+        bound = vars(Tensor).get(attribute)
+        if getattr(bound, "_bound_by_op", None) is op:
             delattr(Tensor, attribute)
+            if bound._displaced is not None:
+                setattr(Tensor, attribute, bound._displaced)
 
 
 def _method(op: Op):

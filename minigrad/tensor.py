@@ -22,6 +22,8 @@ import numpy as np
 from . import modes as _modes
 from . import versions as _versions
 
+_new = object.__new__  # (Tensor._wrap: a Tensor made without __init__)
+
 
 class OpError(ValueError):
     """Bad input to an op: the message names the op, the shapes and the dtypes."""
@@ -76,10 +78,14 @@ class Tensor:
         if requires_grad:
             self.requires_grad_(True)
 
-    @classmethod
-    def _wrap(cls, array: np.ndarray, requires_grad: bool = False) -> Tensor:
-        """Fast path for the engine: wrap an ndarray without copying or checking it."""
-        t = cls.__new__(cls)
+    @staticmethod
+    def _wrap(array: np.ndarray, requires_grad: bool = False) -> Tensor:
+        """Fast path for the engine: wrap an ndarray in a Tensor without copying or checking it.
+
+        Every op's result is made here, so it is a static method calling ``object.__new__`` itself
+        (a class method, and ``cls.__new__``, each cost a lookup per call).
+        """
+        t = _new(Tensor)
         t._data = array
         t.grad = None
         t.requires_grad = requires_grad

@@ -24,9 +24,12 @@ from __future__ import annotations
 
 
 class _Writes:
-    """The process-wide clock: how many in-place writes the process has made."""
+    """The process-wide clock: how many in-place writes the process has made (read by every recorded op)."""
 
-    count = 0
+    __slots__ = ("count",)
+
+    def __init__(self):
+        self.count = 0
 
 
 writes = _Writes()

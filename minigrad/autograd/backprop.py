@@ -29,7 +29,9 @@ added here:
 The loop itself is ``_backpropagate``, in eight numbered steps; the helpers above
 it keep the rarer cases (hooks, broadcast gradients, anomaly mode) out of its
 way. It runs once per node of every backward, so its common path is written
-inline. ``backward`` and ``grad``, at the end, are its two public faces.
+inline, and reads a tensor's array as ``_data`` (``.data`` is a property, so that
+assigning to it counts as a write: ``versions.py``). ``backward`` and ``grad``, at
+the end, are its two public faces.
 """
 
 from __future__ import annotations
@@ -292,10 +294,10 @@ def _backpropagate(roots, root_grads, retain_graph: bool, create_graph: bool, ta
                 if gx is None:
                     continue
                 if not x.requires_grad:
-                    if type(gx) is not Tensor or (x.data.shape and gx.data.shape != x.data.shape):
+                    if type(gx) is not Tensor or (x._data.shape and gx._data.shape != x._data.shape):
                         check_grad(t, i, x, gx)  # a broken VJP is broken whatever needs a gradient
                     continue  # a constant's gradient is dropped (a 0-d constant's fits any shape)
-                if type(gx) is not Tensor or gx.data.shape != x.data.shape or gx.data.dtype is not x.data.dtype:
+                if type(gx) is not Tensor or gx._data.shape != x._data.shape or gx._data.dtype is not x._data.dtype:
                     gx = _fit(t, i, x, gx)  # broadcast, another dtype, or a broken VJP
                 if id(x) in pending:
                     pending[id(x)] = pending[id(x)] + gx

@@ -58,9 +58,9 @@ class FreedNode:
     user kept). A one-element tensor's value is kept (its one-element array,
     read as a Python number only when ``value`` is asked for).
 
-    A constant of up to four numbers (the 2 in ``x * 2``) gets a
-    ``ConstantRecord`` instead, which holds the constant itself: as small as a
-    record, and quicker to make.
+    A constant of up to four numbers (the 2 in ``x * 2``) is no record: it is
+    kept among ``inputs`` as itself, the Tensor (it holds no array worth freeing),
+    and viz reads it as it reads any live tensor.
 
     A tensor's record is made once and kept in its ``_record`` slot, so a tensor
     used by two ops is one record. Nodes backward did not run (no gradient
@@ -91,33 +91,6 @@ class FreedNode:
         return None if self._one is None else self._one.item()
 
 
-class ConstantRecord(FreedNode):
-    """The record of a constant of a few numbers (no graph, no gradient): the constant itself, read through."""
-
-    __slots__ = ("_constant",)
-    op = params = inputs = None
-
-    def __init__(self, t: Tensor):
-        self._constant = t
-
-    def __getstate__(self):
-        return {"_constant": self._constant}
-
-    def __setstate__(self, state):
-        self._constant = state["_constant"]
-
-    def tensor(self) -> Tensor:
-        return self._constant
-
-    shape = property(lambda self: self._constant.data.shape)
-    dtype = property(lambda self: self._constant.data.dtype)
-    name = property(lambda self: self._constant.name)
-    scope = property(lambda self: self._constant._scope)
-    requires_grad = property(lambda self: self._constant.requires_grad)
-    vjp_depth = property(lambda self: self._constant._vjp_depth)
-    value = property(lambda self: self._constant.data.item() if self._constant.data.size == 1 else None)
-
-
 def _gone():
     """An unpickled record's ``tensor()``: the tensor it described is not in this process."""
     return None
@@ -125,7 +98,7 @@ def _gone():
 
 def _fill(record: FreedNode, t: Tensor) -> FreedNode:
     """Write ``t``'s structure into ``record``. Backward makes one record per node, so no copies, no properties."""
-    data, params = t.data, t._params
+    data, params = t._data, t._params  # (the array itself: .data is a property, versions.py)
     record.tensor = _ref(t)
     record.op = t._op
     record.params = params if not params or not _holds_arrays(params) else _without_arrays(params)
@@ -152,24 +125,21 @@ def record_of(t: Tensor) -> FreedNode:
 def remember_inputs(t: Tensor) -> None:
     """Write the records of ``t``'s inputs into ``t``'s record, so its branch can be drawn once ``t`` is gone.
 
-    A constant of a few numbers (``x * 0.5``'s 0.5) is kept as itself (``ConstantRecord``): cheaper than a
-    record, and it holds no array worth freeing. (Backward calls this once per node: ``record_of`` is
-    written out inline.)
+    A constant of a few numbers (``x * 0.5``'s 0.5) is kept as itself: it holds no array worth freeing.
+    (Backward calls this once per node: ``record_of`` is written out inline.)
     """
     record = t._record
     if record is None or record.tensor() is not t:
         record = t._record = _fill(_new(FreedNode), t)
     records = []
     for x in t._inputs:
-        if x.requires_grad or x.data.size > 4:
-            r = x._record
-            if r is None or r.tensor() is not x:
-                r = x._record = _fill(_new(FreedNode), x)
-            records.append(r)
-        else:
-            r = _new(ConstantRecord)
-            r._constant = x
-            records.append(r)
+        if not x.requires_grad and x._data.size <= 4:
+            records.append(x)  # a constant of a few numbers
+            continue
+        r = x._record
+        if r is None or r.tensor() is not x:
+            r = x._record = _fill(_new(FreedNode), x)
+        records.append(r)
     record.inputs = tuple(records)
 
 

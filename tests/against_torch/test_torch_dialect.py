@@ -445,3 +445,14 @@ def test_a_refused_spelling_names_the_code_to_write_and_that_code_runs(code, sug
         eval(code, names)  # noqa: S307
     assert suggestion in str(refused.value), str(refused.value)
     exec(RUNNABLE.get(suggestion, suggestion), names)  # noqa: S102  (runs: no exception)
+
+
+def test_an_unknown_name_is_pythons_own_error_and_tensor_has_no_getattr():
+    # The refused names are descriptors, not a Tensor.__getattr__: with one, Python (3.11) reads every attribute
+    # of every tensor the slow way, and the engine reads them on every op (benchmarks/README.md, bookkeeping).
+    assert "__getattr__" not in vars(mg.Tensor)
+    x = mg.tensor([1.0])
+    with pytest.raises(AttributeError, match=r"^'Tensor' object has no attribute 'no_such_name'$"):
+        x.no_such_name  # noqa: B018
+    assert not hasattr(x, "add_") and not hasattr(mg.Tensor, "add_")
+    assert "add_" not in dir(x) and "sum" in dir(x)  # tab completion offers what works

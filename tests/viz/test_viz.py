@@ -384,6 +384,9 @@ def test_backward_still_frees_intermediate_arrays_and_the_record_keeps_none():
     records, seen = [loss._record], []
     while records:
         r = records.pop()
+        if isinstance(r, mg.Tensor):  # a constant of a few numbers (2.0) is kept as itself
+            assert r.size <= 4 and not r.requires_grad
+            continue
         seen.append(r)
         records += list(r.inputs or ())
         for v in (r.params or {}).values():
