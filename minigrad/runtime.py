@@ -320,7 +320,7 @@ def _apply(threads: int) -> None:
     _set_numba_threads(threads)
     gemm = sys.modules.get("minigrad.kernels.mkl_blas")
     if gemm is not None:
-        gemm.chosen.clear()
+        gemm.forget()
     for limit in reversed(_limits):
         limit.restore_original_limits()
     _limits = [_controller.limit(limits=threads)]

@@ -204,8 +204,9 @@ def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.nda
 # Which path each product takes: measured, once per shape, the first time it is seen
 # --------------------------------------------------------------------------------------
 
-TRIES = 3  # runs of each path when a shape is first seen; the quicker minimum wins
+TRIES = 3  # calls of a new shape run on each path, in turn; the lower median wins
 chosen: dict[tuple, str] = {}  # shape key -> "mkl" | "numpy" (``minigrad.backend()`` shows it)
+_trials: dict[tuple, dict[str, list[float]]] = {}  # shape key -> each path's times so far, while it is measured
 
 
 def _key(name: str, a: np.ndarray, b: np.ndarray, bias) -> tuple:
@@ -241,21 +242,33 @@ def shape_text(key: tuple) -> str:
 
 
 def _quicker(key: tuple, on_mkl, on_numpy):
-    """``on_mkl()`` or ``on_numpy()``, whichever was measured quicker for ``key``; the first time, both are timed
-    ``TRIES`` times, alternately, and the chosen one's result returned."""
+    """``on_mkl()`` or ``on_numpy()``, whichever was measured quicker for ``key``.
+
+    A new shape is measured where it runs: its first ``2 * TRIES`` calls take the two paths in turn,
+    each timed, and the path with the lower median is kept. Timing a shape in a loop of its own
+    would favour MKL's threads, which spin between back-to-back calls but must be woken after the
+    Python between a step's products.
+    """
     choice = chosen.get(key)
     if choice == "numpy":
         return on_numpy()
     if choice == "mkl":
         return on_mkl()
-    best, out = {"mkl": math.inf, "numpy": math.inf}, {}
-    for _ in range(TRIES):
-        for name, call in (("mkl", on_mkl), ("numpy", on_numpy)):
-            start = time.perf_counter()
-            out[name] = call()
-            best[name] = min(best[name], time.perf_counter() - start)
-    chosen[key] = min(best, key=best.get)
-    return out[chosen[key]]  # (the chosen path's rounding from the first call on, so that reruns agree)
+    times = _trials.setdefault(key, {"mkl": [], "numpy": []})
+    name = "mkl" if len(times["mkl"]) <= len(times["numpy"]) else "numpy"
+    start = time.perf_counter()
+    out = on_mkl() if name == "mkl" else on_numpy()
+    times[name].append(time.perf_counter() - start)
+    if len(times["numpy"]) == TRIES:
+        chosen[key] = min(times, key=lambda path: sorted(times[path])[TRIES // 2])
+        del _trials[key]
+    return out
+
+
+def forget() -> None:
+    """Forget every choice (the thread count changed: ``runtime``); each shape is measured again."""
+    chosen.clear()
+    _trials.clear()
 
 
 def install(kernels: dict) -> None:
