@@ -204,7 +204,7 @@ def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.nda
 # Which path each product takes: measured, once per shape, the first time it is seen
 # --------------------------------------------------------------------------------------
 
-TRIES = 3  # calls of a new shape run on each path, in turn; the lower median wins
+TRIES = 3  # timed calls of a new shape on each path, in turn, after one untimed each; the lower median wins
 chosen: dict[tuple, str] = {}  # shape key -> "mkl" | "numpy" (``minigrad.backend()`` shows it)
 _trials: dict[tuple, dict[str, list[float]]] = {}  # shape key -> each path's times so far, while it is measured
 
@@ -244,10 +244,11 @@ def shape_text(key: tuple) -> str:
 def _quicker(key: tuple, on_mkl, on_numpy):
     """``on_mkl()`` or ``on_numpy()``, whichever was measured quicker for ``key``.
 
-    A new shape is measured where it runs: its first ``2 * TRIES`` calls take the two paths in turn,
-    each timed, and the path with the lower median is kept. Timing a shape in a loop of its own
-    would favour MKL's threads, which spin between back-to-back calls but must be woken after the
-    Python between a step's products.
+    A new shape is measured where it runs: its first ``2 * (TRIES + 1)`` calls take the two paths in
+    turn, the first call on each untimed (a first call pays for buffers and code paths set up once),
+    and the path with the lower median is kept. Timing a shape in a loop of its own would favour
+    MKL's threads, which spin between back-to-back calls but must be woken after the Python between
+    a step's products.
     """
     choice = chosen.get(key)
     if choice == "numpy":
@@ -259,8 +260,8 @@ def _quicker(key: tuple, on_mkl, on_numpy):
     start = time.perf_counter()
     out = on_mkl() if name == "mkl" else on_numpy()
     times[name].append(time.perf_counter() - start)
-    if len(times["numpy"]) == TRIES:
-        chosen[key] = min(times, key=lambda path: sorted(times[path])[TRIES // 2])
+    if len(times["numpy"]) == TRIES + 1:
+        chosen[key] = min(times, key=lambda path: sorted(times[path][1:])[TRIES // 2])
         del _trials[key]
     return out
 
