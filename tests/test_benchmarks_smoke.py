@@ -297,3 +297,13 @@ def test_kernel_forms_times_every_compiled_form_against_its_numpy_form():
         row = table_row(out, name)
         numpy_us, compiled_us, ratio = (number(c) for c in row[2:5])
         assert numpy_us > 0 and compiled_us > 0 and ratio > 0
+
+
+def test_gemm_in_step_times_each_product_in_the_step_and_alone():
+    out = run("benchmarks.gemm_in_step", "--quick")
+    assert "### XS: each product in the step and alone" in out
+    weights = table_row(out, "attention_weights")
+    calls, in_step, alone = (number(c) for c in weights[1:4])
+    assert calls >= 1 and in_step > 0 and alone > 0
+    totals = re.search(r"per step: ([\d.]+) ms in the step, ([\d.]+) ms alone", out)
+    assert totals and float(totals.group(1)) > 0
