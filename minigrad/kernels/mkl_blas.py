@@ -204,9 +204,8 @@ def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.nda
 # Which path each product takes: measured, once per shape, the first time it is seen
 # --------------------------------------------------------------------------------------
 
-TRIES = 3  # timed calls of a new shape on each path, in turn, after one untimed each; the lower median wins
+TRIES = 3  # timed runs of each path when a shape is first seen, after one untimed each; the lower median wins
 chosen: dict[tuple, str] = {}  # shape key -> "mkl" | "numpy" (``minigrad.backend()`` shows it)
-_trials: dict[tuple, dict[str, list[float]]] = {}  # shape key -> each path's times so far, while it is measured
 
 
 def _key(name: str, a: np.ndarray, b: np.ndarray, bias) -> tuple:
@@ -244,32 +243,30 @@ def shape_text(key: tuple) -> str:
 def _quicker(key: tuple, on_mkl, on_numpy):
     """``on_mkl()`` or ``on_numpy()``, whichever was measured quicker for ``key``.
 
-    A new shape is measured where it runs: its first ``2 * (TRIES + 1)`` calls take the two paths in
-    turn, the first call on each untimed (a first call pays for buffers and code paths set up once),
-    and the path with the lower median is kept. Timing a shape in a loop of its own would favour
-    MKL's threads, which spin between back-to-back calls but must be woken after the Python between
-    a step's products.
+    The first time a shape is seen, each path runs once untimed (a first call pays for buffers and
+    code paths set up once), then ``TRIES`` times each, alternately, timed; the lower median wins,
+    and the chosen path's result is returned, so that from its first call on a shape has one
+    rounding (a run resumed from a checkpoint then computes what the uninterrupted run did).
     """
     choice = chosen.get(key)
     if choice == "numpy":
         return on_numpy()
     if choice == "mkl":
         return on_mkl()
-    times = _trials.setdefault(key, {"mkl": [], "numpy": []})
-    name = "mkl" if len(times["mkl"]) <= len(times["numpy"]) else "numpy"
-    start = time.perf_counter()
-    out = on_mkl() if name == "mkl" else on_numpy()
-    times[name].append(time.perf_counter() - start)
-    if len(times["numpy"]) == TRIES + 1:
-        chosen[key] = min(times, key=lambda path: sorted(times[path][1:])[TRIES // 2])
-        del _trials[key]
-    return out
+    times, out = {"mkl": [], "numpy": []}, {}
+    on_mkl(), on_numpy()
+    for _ in range(TRIES):
+        for name, call in (("mkl", on_mkl), ("numpy", on_numpy)):
+            start = time.perf_counter()
+            out[name] = call()
+            times[name].append(time.perf_counter() - start)
+    chosen[key] = min(times, key=lambda path: sorted(times[path])[TRIES // 2])
+    return out[chosen[key]]
 
 
 def forget() -> None:
     """Forget every choice (the thread count changed: ``runtime``); each shape is measured again."""
     chosen.clear()
-    _trials.clear()
 
 
 def install(kernels: dict) -> None:
