@@ -45,6 +45,13 @@ def table_row(output: str, first_cell: str) -> list[str]:
     return row
 
 
+def op_row(output: str, op: str) -> list[str]:
+    """The per-op census row of ``op`` itself ("linear", not "linear_weight_grad", whichever comes first)."""
+    rows = [r for r in (find_row(line, op) for line in output.splitlines()) if r is not None and r[0] == op]
+    assert rows, f"no census row for the op {op!r} in:\n{output}"
+    return rows[0]
+
+
 def number(cell: str) -> float:
     match = re.match(r"-?[\d,]+(\.\d+)?", cell)
     assert match, f"not a number: {cell!r}"
@@ -62,8 +69,8 @@ def test_train_step_minigrad_only():
     assert "float64 op outputs" in out
     forward, backward = table_row(out, "forward + loss"), table_row(out, "backward")
     assert number(forward[2]) > 0 and number(backward[2]) > number(forward[2])  # ops run in each phase
-    matmul, linear = table_row(out, "matmul"), table_row(out, "linear")  # the per-op census table
-    weights, weight_grad = table_row(out, "attention_weights"), table_row(out, "linear_weight_grad")
+    matmul, linear = op_row(out, "matmul"), op_row(out, "linear")  # the per-op census table
+    weights, weight_grad = op_row(out, "attention_weights"), op_row(out, "linear_weight_grad")
     # backward: 2 GEMMs per forward GEMM (the gradients of both operands): per matmul and per
     # attention_weights two matmuls; per linear a matmul (its input's) and a linear_weight_grad
     assert number(matmul[1]) > 0 and number(linear[1]) > 0 and number(weights[1]) > 0
