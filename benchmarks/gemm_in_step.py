@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import time
 
 from . import _util
@@ -176,8 +177,6 @@ def main(argv=None) -> None:
     if args.quick:
         args.configs, args.steps, args.repeats = "XS", 2, 5
     _util.pin_threads(args.threads)
-    import os
-
     os.environ["MINIGRAD_THREADS"] = str(args.threads)
     if _util.torch_available():
         import torch
