@@ -401,6 +401,58 @@ def test_a_thread_count_change_forgets_the_products_measured(monkeypatch):
     runtime._apply(1)
     assert mkl_blas.chosen == {}
 
+@st.composite
+def product_stacks(draw, dtypes=FLOATS):
+    """Stacks of products as attention makes them, big enough for MKL's batched GEMM: head-split views
+    ((B, T, H, D) read as (B, H, T, D)), transposed matrices (k^T, weights^T), broadcast batch axes (one head's
+    keys for every head), matrices BLAS cannot read in place (every other column), empty stacks and K = 0."""
+    b, h = draw(st.sampled_from([(2, 3), (4, 4), (1, 5), (0, 2)]))  # batch, heads
+    m, k, n = (draw(st.sampled_from([1, 7, 32, 33])) for _ in range(3))
+    k = draw(st.sampled_from([k, k, 0]))
+    dtype = draw(dtypes)
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+
+    def stack(rows, cols, layout, heads):
+        if layout == "head-split":  # (B, rows, H, cols) seen as (B, H, rows, cols)
+            return rng.standard_normal((b, rows, heads, cols)).astype(dtype).transpose(0, 2, 1, 3)
+        if layout == "transposed":  # each matrix column-major
+            return rng.standard_normal((b, heads, cols, rows)).astype(dtype).swapaxes(-1, -2)
+        if layout == "every other column":
+            return rng.standard_normal((b, heads, rows, 2 * cols)).astype(dtype)[..., ::2]
+        return rng.standard_normal((b, heads, rows, cols)).astype(dtype)
+
+    layouts = ["C", "head-split", "transposed", "every other column"]
+    a_heads, b_heads = draw(st.sampled_from([(h, h), (h, 1), (1, h)]))
+    a = stack(m, k, draw(st.sampled_from(layouts)), a_heads)
+    b_ = stack(k, n, draw(st.sampled_from(layouts)), b_heads)
+    return a, b_
+
+
+@covers("matmul")
+@SETTINGS
+@given(operands=product_stacks())
+def test_stacks_of_products(operands):
+    a, b = operands
+    got = KERNELS["matmul"].fast(a, b)
+    expected = reference(KERNELS["matmul"].plain, a, b)
+    assert got.shape == expected.shape and got.dtype == a.dtype
+    np.testing.assert_allclose(got, expected, rtol=0, atol=64 * EPS[a.dtype] * _product_scale(a, b) + 1e-300)
+
+
+@pytest.mark.skipif(KERNELS["matmul"].compiled is None, reason="no MKL (the [fast] extra, on x86-64 Linux)")
+@SETTINGS
+@given(operands=product_stacks(dtypes=st.just(np.float32)))
+def test_mkls_batched_gemm_reads_every_stack_layout(operands):
+    """The batched GEMM itself, whichever path the shape was measured quicker on."""
+    from minigrad.kernels import mkl_blas
+
+    a, b = operands
+    got = mkl_blas.gemm_batch(a, b)
+    expected = a.astype(np.float64) @ b.astype(np.float64)
+    assert got.shape == expected.shape and got.flags.c_contiguous
+    np.testing.assert_allclose(got, expected, rtol=0, atol=64 * EPS[a.dtype] * _product_scale(a, b) + 1e-300)
+
+
 # --------------------------------------------------------------------------------------
 # Softmax and attention
 # --------------------------------------------------------------------------------------
