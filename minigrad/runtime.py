@@ -313,14 +313,14 @@ def set_threads(policy: str | int = "auto") -> ThreadChoice:
 def _apply(threads: int) -> None:
     """Put ``threads`` in force in every pool the last ``set_threads`` found (and numba's).
 
-    The [fast] backend's GEMM choices (MKL or NumPy, per product shape) were timed under the
-    thread count of their time: they are forgotten, and each shape is timed again at its next call.
+    The [fast] backend's GEMM choices (MKL or NumPy, per product shape) depend on the thread
+    count: each count keeps its own (``mkl_blas.use_threads``), and a new one times each shape again.
     """
     global _limits
     _set_numba_threads(threads)
     gemm = sys.modules.get("minigrad.kernels.mkl_blas")
     if gemm is not None:
-        gemm.forget()
+        gemm.use_threads(threads)
     for limit in reversed(_limits):
         limit.restore_original_limits()
     _limits = [_controller.limit(limits=threads)]

@@ -205,7 +205,8 @@ def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.nda
 # --------------------------------------------------------------------------------------
 
 TRIES = 3  # timed runs of each path when a shape is first seen, after one untimed each; the lower median wins
-chosen: dict[tuple, str] = {}  # shape key -> "mkl" | "numpy" (``minigrad.backend()`` shows it)
+chosen: dict[tuple, str] = {}  # shape key -> "mkl" | "numpy", at the thread count in force (``minigrad.backend()``)
+_chosen_at: dict[int, dict[tuple, str]] = {}  # thread count -> its choices (``use_threads``)
 
 
 def _key(name: str, a: np.ndarray, b: np.ndarray, bias) -> tuple:
@@ -264,9 +265,12 @@ def _quicker(key: tuple, on_mkl, on_numpy):
     return out[chosen[key]]
 
 
-def forget() -> None:
-    """Forget every choice (the thread count changed: ``runtime``); each shape is measured again."""
-    chosen.clear()
+def use_threads(threads: int) -> None:
+    """The thread count changed (``runtime``): which path is quicker depends on it, so each count keeps choices
+    of its own. A count seen before gets its choices back; a new one times each shape again at its next call.
+    (The thread policy tries 1 and N threads and may come back: each shape is timed once per count.)"""
+    global chosen
+    chosen = _chosen_at.setdefault(threads, {})
 
 
 def install(kernels: dict) -> None:

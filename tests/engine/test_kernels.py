@@ -389,17 +389,27 @@ def test_each_product_shape_takes_the_path_measured_quicker_the_first_time_it_is
 
 
 @pytest.mark.skipif(KERNELS["matmul"].compiled is None, reason="no MKL (the [fast] extra, on x86-64 Linux)")
-def test_a_thread_count_change_forgets_the_products_measured(monkeypatch):
+def test_each_thread_count_keeps_its_own_product_choices(monkeypatch):
     from minigrad import runtime
     from minigrad.kernels import mkl_blas
 
-    monkeypatch.setattr(mkl_blas, "chosen", {("a",): "mkl"})
+    monkeypatch.setattr(mkl_blas, "chosen", mkl_blas.chosen)
+    monkeypatch.setattr(mkl_blas, "_chosen_at", {})
     monkeypatch.setattr(runtime, "_limits", [])
     monkeypatch.setattr(runtime, "_set_numba_threads", lambda threads: None)  # (the real pools stay as they are)
-    monkeypatch.setattr(runtime, "_controller", type("Pools", (), {"limit": lambda self, limits: None,
+    limit = type("Limit", (), {"restore_original_limits": lambda self: None})()
+    monkeypatch.setattr(runtime, "_controller", type("Pools", (), {"limit": lambda self, limits: limit,
                                                                      "select": lambda self, **kw: self})())
     runtime._apply(1)
-    assert mkl_blas.chosen == {}
+    mkl_blas.chosen[("a",)] = "numpy"  # measured on one thread
+    runtime._apply(2)
+    assert mkl_blas.chosen == {}  # two threads: each shape timed again
+    mkl_blas.chosen[("a",)] = "mkl"
+    runtime._apply(1)  # back to one thread (the thread policy's trial): its choices, not timed a third time
+    assert mkl_blas.chosen == {("a",): "numpy"}
+    runtime._apply(2)
+    assert mkl_blas.chosen == {("a",): "mkl"}
+
 
 @st.composite
 def product_stacks(draw, dtypes=FLOATS):
