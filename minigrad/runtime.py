@@ -138,7 +138,8 @@ def report() -> dict:
             "threads": "left as the BLAS library started (nothing asked for it yet)" if _choice is None
             else f"{_choice.threads if _choice.threads is not None else 'as the environment set'} ({_choice.reason})",
             "autotune": ("on: the first backward() tunes what is not yet chosen" if auto else
-                         "off: MINIGRAD_AUTOTUNE=0") + ("" if not _first_backward_seen else "; backward() has run")}
+                         "off: MINIGRAD_AUTOTUNE=0") + ("" if not _first_backward_seen else "; backward() has run"),
+            "openblas": _openblas_done or "left as it was (MKL does not take the products)"}
 
 
 # --------------------------------------------------------------------------------------
@@ -517,6 +518,29 @@ def prepare_fast_backend() -> str | None:
         os.environ.setdefault("MKL_THREADING_LAYER", "GNU")
         _fast_gemm = True
     return path
+
+
+_openblas_done: str | None = None  # what quiet_openblas did, for report()
+_openblas_limit = None  # threadpoolctl's handle on OpenBLAS's one-thread limit, kept so it stays in force
+
+
+def quiet_openblas() -> None:
+    """NumPy's OpenBLAS at one thread, from the moment MKL takes the float32 products ([fast], ``backend.select``).
+
+    OpenBLAS starts a thread per core, and after each call its threads spin for a
+    while, waiting for the next. Beside MKL's threads they take the cores MKL's
+    need: while they spin, each MKL product waits a time slice (7 ms measured for a
+    0.1 ms product on 2 cores). Done when the backend is chosen, not at the first
+    backward(), so that a plain script's first steps, where each product shape's
+    library is measured (``mkl_blas._quicker``), run as the later ones will.
+    """
+    global _openblas_done, _openblas_limit
+    if _openblas_limit is not None:
+        return
+    from threadpoolctl import ThreadpoolController
+
+    _openblas_limit = ThreadpoolController().select(internal_api="openblas").limit(limits=1)
+    _openblas_done = "1 thread beside MKL (the [fast] backend: MKL does the float32 products)"
 
 
 def thread_tuner() -> ThreadTuner | None:

@@ -79,6 +79,7 @@ def select() -> None:
         from . import mkl_blas
 
         mkl_blas.load(mkl_path)
+        runtime.quiet_openblas()  # before the first product: its spinning threads would slow MKL's (runtime.py)
         mkl_blas.install(KERNELS)
         _chosen.update(blas=f"mkl ({mkl_path})")
 

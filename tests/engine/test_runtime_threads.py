@@ -256,6 +256,30 @@ def test_with_mkl_a_user_thread_count_keeps_openblas_at_one_thread_beside_mkl():
     assert result["pools"]["openblas"] == 1 and result["pools"]["mkl"] == 2 and result["numba"] == 2
 
 
+FORWARD_ONLY = """
+import json
+import minigrad as mg
+from minigrad import nn, runtime
+from threadpoolctl import threadpool_info
+model = nn.Linear(128, 128)
+model(mg.ones(64, 128))  # a forward: the backend is chosen, no backward() has run, no runtime call was made
+pools = {p["internal_api"]: p["num_threads"] for p in threadpool_info()}
+print(json.dumps({"pools": pools, "report": runtime.report()}))
+"""
+
+
+@pytest.mark.skipif(mg.backend()["gemm"] == "numpy", reason="MKL's GEMM: the [fast] extra, on x86-64 Linux")
+def test_with_mkl_openblas_has_one_thread_from_the_first_product_on():
+    # A plain script's first forward ran with OpenBLAS's threads spinning beside MKL's: each MKL product there
+    # waited a time slice (7 ms for a 0.1 ms product), so the per-shape timing sent shapes to NumPy for good.
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES and k != "MINIGRAD_AUTOTUNE"}
+    done = subprocess.run([sys.executable, "-c", FORWARD_ONLY], capture_output=True, text=True, env=env, check=True)
+    result = json.loads(done.stdout)
+    assert result["pools"]["openblas"] == 1
+    assert result["report"]["openblas"].startswith("1 thread beside MKL")
+    assert result["report"]["threads"].startswith("left as the BLAS library started")  # nothing else was touched
+
+
 def test_set_threads_limits_every_loaded_pool():
     env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
     done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, check=True)
