@@ -99,58 +99,115 @@ def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None, alpha: flo
     return out
 
 
-def _addresses(x: np.ndarray, batch: tuple) -> np.ndarray:
-    """The address of each matrix of ``x`` (..., rows, cols) broadcast to ``batch`` + its last two axes, in C order."""
-    x = np.broadcast_to(x, batch + x.shape[-2:])  # (a broadcast axis has stride 0: the same matrix again)
+def _offsets(shape: tuple, strides: tuple, batch: tuple) -> np.ndarray:
+    """The byte offset of each matrix of a stack (``shape``/``strides``: (..., rows, cols)) broadcast to ``batch``,
+    in C order over ``batch``. An axis the stack lacks or has of length 1 is broadcast: the same matrix again."""
     offsets = np.zeros(batch, np.int64)
-    for axis, stride in enumerate(x.strides[:-2]):
-        along = np.arange(batch[axis], dtype=np.int64).reshape((-1,) + (1,) * (len(batch) - axis - 1))
-        offsets = offsets + stride * along  # (this axis's index times its stride, broadcast over the later axes)
-    return offsets.reshape(-1) + x.ctypes.data
+    lead = len(batch) - (len(shape) - 2)
+    for axis, size in enumerate(batch):
+        own = axis - lead  # this batch axis in the stack's own axes (negative: the stack lacks it)
+        if own < 0 or shape[own] == 1:
+            continue
+        along = np.arange(size, dtype=np.int64).reshape((-1,) + (1,) * (len(batch) - axis - 1))
+        offsets = offsets + strides[own] * along  # (this axis's index times its stride, over the later axes)
+    return offsets.reshape(-1)
 
 
-def _matrix_layout(x: np.ndarray):
-    """``_layout`` of each matrix of the stack ``x`` (..., rows, cols): (flag, ld), or None to copy. The stride
-    of an axis of length 1 is never stepped along, and NumPy may give it any value: it is read as packed."""
-    rows, cols = x.shape[-2:]
-    row_step = cols * x.itemsize if rows == 1 else x.strides[-2]
-    col_step = x.itemsize if cols == 1 else x.strides[-1]
+def _c_strides(shape: tuple, itemsize: int) -> tuple:
+    """The strides of a C-ordered array of ``shape``."""
+    strides, step = [], itemsize
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def _stack_layout(shape: tuple, strides: tuple):
+    """``_layout`` of each matrix of a stack (..., rows, cols): (flag, ld), or None to copy. The stride of an
+    axis of length 1 is never stepped along, and NumPy may give it any value: it is read as packed."""
+    rows, cols = shape[-2:]
+    row_step = cols * 4 if rows == 1 else strides[-2]
+    col_step = 4 if cols == 1 else strides[-1]
     return _layout_of(rows, cols, row_step, col_step)
 
 
-def _readable_stack(x: np.ndarray) -> tuple[np.ndarray, int, int]:
-    """A stack of matrices (..., rows, cols) MKL reads without copying, with each matrix's (flag, ld); copied
-    once (C order) if its matrices' own strides are not a BLAS layout."""
-    lay = _matrix_layout(x)
-    if lay is None:
-        x = np.ascontiguousarray(x)
-        lay = _matrix_layout(x)
-    return x, *lay
+class _StackPlan:
+    """What one ``cblas_sgemm_batch`` call needs besides the operands' addresses, made once per operands'
+    shapes and strides (a training step repeats the same few): the sizes, each matrix's layout, the byte
+    offset of each matrix from its array's start, and the call's integer arguments, kept in one array."""
+
+    __slots__ = ("batch", "out_shape", "copy_a", "copy_b", "a_offsets", "b_offsets", "out_offsets", "ints",
+                 "int_at", "key")
+
+    def __init__(self, a_shape, a_strides, b_shape, b_strides):
+        self.batch = batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+        m, k = a_shape[-2:]
+        n = b_shape[-1]
+        self.out_shape = batch + (m, n)
+        a_lay, b_lay = _stack_layout(a_shape, a_strides), _stack_layout(b_shape, b_strides)
+        self.copy_a, self.copy_b = a_lay is None, b_lay is None  # (copied C-ordered, once per call)
+        if self.copy_a:
+            a_strides = _c_strides(a_shape, 4)
+            a_lay = _stack_layout(a_shape, a_strides)
+        if self.copy_b:
+            b_strides = _c_strides(b_shape, 4)
+            b_lay = _stack_layout(b_shape, b_strides)
+        self.a_offsets = _offsets(a_shape, a_strides, batch)
+        self.b_offsets = _offsets(b_shape, b_strides, batch)
+        self.out_offsets = _offsets(self.out_shape, _c_strides(self.out_shape, 4), batch)
+        (ta, lda), (tb, ldb) = a_lay, b_lay
+        self.ints = np.array([ta, tb, m, n, k, lda, ldb, max(n, 1), math.prod(batch)], np.intc)
+        at, step = self.ints.ctypes.data, self.ints.itemsize
+        self.int_at = [at + j * step for j in range(9)]  # the address of each (the array lives as long as the plan)
+        # what decides the call's speed, for the MKL-or-NumPy choice (``_quicker``): the stack's length rounded
+        # up to a power of two, each product's sizes, and each operand's matrix layout (None: copied first)
+        self.key = ("stack", 1 << (math.prod(batch) - 1).bit_length(), m, k, n,
+                    None if self.copy_a else a_lay, None if self.copy_b else b_lay)
 
 
-def gemm_batch(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+_plans: dict[tuple, _StackPlan] = {}
+_PLANS_KEPT = 256  # plans past this many are dropped and made again (a run whose shapes keep changing)
+
+
+def _plan(a: np.ndarray, b: np.ndarray) -> _StackPlan:
+    """The plan for ``a @ b`` (stacks whose batch axes broadcast), made the first time these shapes and strides
+    are seen."""
+    key = (a.shape, a.strides, b.shape, b.strides)
+    plan = _plans.get(key)
+    if plan is None:
+        if len(_plans) >= _PLANS_KEPT:
+            _plans.clear()
+        plan = _plans[key] = _StackPlan(*key)
+    return plan
+
+
+_ALPHA_BETA = np.array([1.0, 0.0], _F32)  # every stack is out = 1 * a @ b + 0 * out
+_ALPHA_AT, _BETA_AT = _ALPHA_BETA.ctypes.data, _ALPHA_BETA.ctypes.data + 4
+
+
+def gemm_batch(a: np.ndarray, b: np.ndarray, plan: _StackPlan | None = None) -> np.ndarray:
     """``a @ b`` for float32 stacks a (..., M, K), b (..., K, N) whose batch axes broadcast, as one
-    ``cblas_sgemm_batch`` call over the stack; the result (batch..., M, N) is C-ordered."""
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    m, k = a.shape[-2:]
-    n = b.shape[-1]
-    out = np.empty(batch + (m, n), _F32)
-    count = math.prod(batch)
+    ``cblas_sgemm_batch`` call over the stack; the result (batch..., M, N) is C-ordered. Each matrix is
+    passed by its address: its array's start plus the offset the plan (``_plan(a, b)``) holds for it."""
+    if plan is None:
+        plan = _plan(a, b)
+    out = np.empty(plan.out_shape, _F32)
+    count, m, n, k = plan.ints[8], plan.ints[2], plan.ints[3], plan.ints[4]
     if count == 0 or m == 0 or n == 0:
         return out
     if k == 0:
         out[...] = 0
         return out
-    a, ta, lda = _readable_stack(a)
-    b, tb, ldb = _readable_stack(b)
-    a_at, b_at, out_at = _addresses(a, batch), _addresses(b, batch), _addresses(out, batch)
-    ints = np.array([ta, tb, m, n, k, lda, ldb, max(n, 1), count], np.intc)  # (kept alive through the call)
-    scalars = np.array([1.0, 0.0], _F32)  # alpha, beta
-    i, f = ints.ctypes.data, scalars.ctypes.data
-    step = ints.itemsize
-    _lib.cblas_sgemm_batch(_ROW_MAJOR, i, i + step, i + 2 * step, i + 3 * step, i + 4 * step, f, a_at.ctypes.data,
-                           i + 5 * step, b_at.ctypes.data, i + 6 * step, f + scalars.itemsize, out_at.ctypes.data,
-                           i + 7 * step, 1, i + 8 * step)
+    if plan.copy_a:
+        a = np.ascontiguousarray(a)
+    if plan.copy_b:
+        b = np.ascontiguousarray(b)
+    a_at = plan.a_offsets + a.ctypes.data
+    b_at = plan.b_offsets + b.ctypes.data
+    out_at = plan.out_offsets + out.ctypes.data
+    i = plan.int_at
+    _lib.cblas_sgemm_batch(_ROW_MAJOR, i[0], i[1], i[2], i[3], i[4], _ALPHA_AT, a_at.ctypes.data, i[5],
+                           b_at.ctypes.data, i[6], _BETA_AT, out_at.ctypes.data, i[7], 1, i[8])
     return out
 
 
@@ -219,14 +276,6 @@ def _key(name: str, a: np.ndarray, b: np.ndarray, bias) -> tuple:
     return name, 1 << (rows - 1).bit_length(), a.shape[-1], n, a_layout, b_layout, bias is not None
 
 
-def _stack_key(a: np.ndarray, b: np.ndarray) -> tuple:
-    """A stack's key: the matrices in the stack (rounded up to a power of two), each product's sizes, and each
-    operand's matrix layout ((flag, ld) as ``_layout`` reads one matrix; None: copied first)."""
-    count = math.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
-    layouts = (_matrix_layout(x) for x in (a, b))
-    return ("stack", 1 << (count - 1).bit_length(), *a.shape[-2:], b.shape[-1], *layouts)
-
-
 def shape_text(key: tuple) -> str:
     """A shape key in words, for ``minigrad.backend()``: "linear (<=1024, 128) [C] @ weight.T (128, 512) [F] + bias"
     (rows up to 1024; C: rows contiguous, F: columns contiguous, strided: copied first)."""
@@ -285,7 +334,8 @@ def install(kernels: dict) -> None:
         if _takes_matmul(a, b):
             return _quicker(_key("matmul", a, b, None), lambda: matmul(a, b), lambda: numpy_matmul(a, b))
         if _takes_batch(a, b):
-            return _quicker(_stack_key(a, b), lambda: gemm_batch(a, b), lambda: numpy_matmul(a, b))
+            plan = _plan(a, b)
+            return _quicker(plan.key, lambda: gemm_batch(a, b, plan), lambda: numpy_matmul(a, b))
         return numpy_matmul(a, b)
 
     def linear_form(x, weight, bias=None):

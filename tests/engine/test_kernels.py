@@ -463,6 +463,24 @@ def test_mkls_batched_gemm_reads_every_stack_layout(operands):
     np.testing.assert_allclose(got, expected, rtol=0, atol=64 * EPS[a.dtype] * _product_scale(a, b) + 1e-300)
 
 
+@pytest.mark.skipif(KERNELS["matmul"].compiled is None, reason="no MKL (the [fast] extra, on x86-64 Linux)")
+def test_a_stack_plan_made_once_serves_every_later_array_of_its_shapes_and_strides():
+    """The batched GEMM's plan (sizes, layouts, matrix offsets) is kept per shapes and strides; the addresses
+    are each call's own: arrays of the same layout elsewhere in memory, and a copied operand, give their own
+    products."""
+    from minigrad.kernels import mkl_blas
+
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        qkv = rng.standard_normal((2, 5, 3, 4, 8)).astype(np.float32)
+        q, k = qkv[:, :, 0].transpose(0, 2, 1, 3), qkv[:, :, 1].transpose(0, 2, 3, 1)  # head-split views
+        every_other = rng.standard_normal((2, 4, 8, 10)).astype(np.float32)[..., ::2]  # copied first
+        for a, b in ((q, k), (q, every_other), (q[:, :1], k)):
+            got = mkl_blas.gemm_batch(a, b)
+            np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-5)
+    assert mkl_blas._plan(q, k) is mkl_blas._plan(qkv[:, :, 2].transpose(0, 2, 1, 3), k)  # same strides: one plan
+
+
 # --------------------------------------------------------------------------------------
 # Softmax and attention
 # --------------------------------------------------------------------------------------
