@@ -1,6 +1,6 @@
 """Each compiled kernel form against its NumPy form, at sizes on both sides of the thresholds.
 
-    python -m benchmarks.kernel_forms                 # 16 to 65,536 elements, 2 threads
+    python -m benchmarks.kernel_forms                 # 16 to 262,144 elements, 2 threads
     python -m benchmarks.kernel_forms --threads 1
     python -m benchmarks.kernel_forms --quick         # few rounds (seconds): checks that it runs
 
@@ -10,8 +10,11 @@ round (``_util.interleave``), on float32 arrays of ``size`` elements shaped as a
 training step hands them ((rows, 64) activations, (rows, 65) logits, flat
 parameters); the table gives the median microseconds per call and the ratio
 compiled / NumPy. ``numba_forms.NUMPY_BELOW`` (the size below which a parallel
-form hands the call to the NumPy form) is set to 0 here, so every size times
-the compiled loop: this is the measurement the threshold comes from. Run it at
+form hands the call to the NumPy form) and ``NUMPY_BELOW_FOR`` (``add``'s own)
+are set to 0 here, so every size times the compiled loop: this is the
+measurement the thresholds come from. (Each form runs 20 times in a row on the
+same arrays, so they are in cache: a memory-bound loop such as ``add`` gains
+more in a training step, where its operands are not.) Run it at
 2 threads on an idle machine and on a busy one: the difference is the point.
 """
 
@@ -21,7 +24,7 @@ import argparse
 
 from . import _util
 
-SIZES = (16, 256, 1024, 4096, 16384, 65536)
+SIZES = (16, 256, 1024, 4096, 16384, 65536, 262144)
 
 
 def cases(size: int):
@@ -36,7 +39,7 @@ def cases(size: int):
     logits = rng.standard_normal((max(size // 65, 1), 65)).astype(np.float32)
     targets = rng.integers(0, 65, logits.shape[0])
     row_weight = np.full(logits.shape[0], 1 / logits.shape[0], np.float32)
-    return [("gelu", (x, "tanh")), ("gelu_grad", (x, g, x, "tanh")), ("standardise", (x, 1e-5)),
+    return [("add", (x, g)), ("gelu", (x, "tanh")), ("gelu_grad", (x, g, x, "tanh")), ("standardise", (x, 1e-5)),
             ("softmax", (x,)), ("softmax_grad", (x, g)), ("cross_entropy", (logits, targets)),
             ("cross_entropy_grad", (logits, targets, row_weight)),
             ("adam_update", (flat[0], flat[1], flat[2], np.abs(flat[2]), 1e-3, 0.9, 0.999, 1e-8, 10, 0.999))]
@@ -58,6 +61,7 @@ def main() -> None:
     from minigrad.kernels import numba_forms
 
     numba_forms.NUMPY_BELOW = 0  # (read at each call: every size times the compiled loop)
+    numba_forms.NUMPY_BELOW_FOR = {}
     rounds, sizes = (3, SIZES[:2]) if args.quick else (args.rounds, SIZES)
     before = _util.load_average()
     rows = []

@@ -116,7 +116,7 @@ class add:
     samples = _BROADCAST
 
     def forward(a, b):
-        return a + b
+        return kernels.add(a, b)  # a + b
 
     def vjp(g, out, a, b):
         return g, g

@@ -21,6 +21,7 @@ from .numpy_forms import (
     INV_SQRT_2PI,
     SQRT_2_OVER_PI,
     adam_update,
+    add,
     attention_weights,
     cross_entropy,
     cross_entropy_grad,
@@ -45,7 +46,7 @@ from .numpy_forms import (
 )
 
 __all__ = ["BLOCK", "GELU_CUBIC", "GELU_SATURATED", "INV_SQRT_2PI", "KERNELS", "SQRT_2_OVER_PI", "adam_update",
-           "attention_weights", "cross_entropy", "cross_entropy_grad", "erf", "gelu", "gelu_gate", "gelu_grad",
+           "add", "attention_weights", "cross_entropy", "cross_entropy_grad", "erf", "gelu", "gelu_gate", "gelu_grad",
            "kernel", "layer_norm_grad", "linear", "matmul", "mean", "power", "rms_norm", "row_dot", "row_sum",
            "scatter_add", "softmax", "softmax_grad", "stable_max", "standardise", "sum"]
 

@@ -50,6 +50,10 @@ _INV_SQRT_2PI = _F32(INV_SQRT_2PI)
 # busy machine a thread can wait a scheduler's time slice (milliseconds) where NumPy's form of a small array
 # takes microseconds; above this the work repays the risk. (The measurements: benchmarks/README.md.)
 NUMPY_BELOW = 4096
+# A form whose loop does one addition per element waits on memory, not arithmetic: its parallel loop gains only
+# where the arrays outgrow one core's cache (measured on 2 cores: NumPy's as quick at 32k float32 elements,
+# the loop twice as quick at 128k; benchmarks/README.md).
+NUMPY_BELOW_FOR = {"add": 1 << 16}
 SERIAL = {"adam_update"}  # forms without a parallel loop: they never wait for a pool, so no threshold
 
 jit = numba.njit(cache=True, fastmath=False, error_model="numpy")
@@ -171,6 +175,12 @@ def _gelu_erf_grad(x, g, gate, out):
     for i in prange(x.size):
         v = x[i]
         out[i] = g[i] * (gate[i] + v * _exp32(_F32(-0.5) * v * v) * _INV_SQRT_2PI)
+
+
+@pjit
+def _add_flat(a, b, out):
+    for i in prange(a.size):
+        out[i] = a[i] + b[i]
 
 
 # --------------------------------------------------------------------------------------
@@ -347,6 +357,13 @@ def make_forms(numpy_forms: dict, matmul=np.matmul) -> dict:
     are ``matmul(q, k^T)`` (the matmul kernel's active form, MKL's where it is installed)."""
     fallback = numpy_forms.__getitem__
 
+    def add(a, b):
+        if not (_ok(a, b) and a.shape == b.shape):  # (a broadcast, a scalar, float64: NumPy's own)
+            return fallback("add")(a, b)
+        out = np.empty_like(a)
+        _add_flat(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+        return out
+
     def gelu(x, approximate="none"):
         x = _packed(x)
         if approximate != "tanh" or not _ok(x):
@@ -447,17 +464,18 @@ def make_forms(numpy_forms: dict, matmul=np.matmul) -> dict:
                           _F32(lr / (1 - beta1 ** step)))
         return None
 
-    return {"gelu": gelu, "gelu_gate": gelu_gate, "gelu_grad": gelu_grad, "softmax": softmax,
+    return {"add": add, "gelu": gelu, "gelu_gate": gelu_gate, "gelu_grad": gelu_grad, "softmax": softmax,
             "softmax_grad": softmax_grad, "attention_weights": attention_weights, "standardise": standardise,
             "layer_norm_grad": layer_norm_grad, "cross_entropy": cross_entropy,
             "cross_entropy_grad": cross_entropy_grad, "adam_update": adam_update}
 
 
-def _numpy_when_small(form, numpy_form):
-    """``form``, except that arrays under ``NUMPY_BELOW`` elements go to ``numpy_form``."""
+def _numpy_when_small(name, form, numpy_form):
+    """``form``, except that arrays under ``NUMPY_BELOW`` elements (``NUMPY_BELOW_FOR[name]`` where it has one)
+    go to ``numpy_form``."""
 
     def run(*args, **kwargs):
-        if isinstance(args[0], np.ndarray) and args[0].size < NUMPY_BELOW:
+        if isinstance(args[0], np.ndarray) and args[0].size < NUMPY_BELOW_FOR.get(name, NUMPY_BELOW):
             return numpy_form(*args, **kwargs)
         return form(*args, **kwargs)
 
@@ -474,7 +492,7 @@ def install(kernels: dict) -> None:
 
     for name, form in make_forms(numpy_forms, product).items():
         if name not in SERIAL:
-            form = _numpy_when_small(form, numpy_forms[name])
+            form = _numpy_when_small(name, form, numpy_forms[name])
         form.__name__ = form.__qualname__ = name
         form.__doc__ = f"{name}, compiled by numba where it can be (see {__name__}); else its NumPy form."
         form.backend = "numba"

@@ -40,6 +40,18 @@ from .kernel import kernel
 # --------------------------------------------------------------------------------------
 
 
+def _add_plain(a, b):
+    return a + b
+
+
+@kernel(plain=_add_plain)
+def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a + b``. In NumPy it is its plain form; it is a kernel for its compiled form, which adds two
+    same-shaped arrays on every core: the residual stream's additions and backward's sums of the gradients
+    a tensor gets from its several uses, a memory-bound pass over a few megabytes each."""
+    return a + b
+
+
 def _power_plain(x, exponent):
     return x ** exponent
 

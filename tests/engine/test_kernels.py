@@ -178,6 +178,7 @@ def form(request, monkeypatch):
         # Every drawn input through the compiled loops, small ones too, and every product MKL takes through MKL
         # (not the path measured quicker): the threshold and the measurement have tests of their own.
         monkeypatch.setattr(numba_forms, "NUMPY_BELOW", 0)
+        monkeypatch.setattr(numba_forms, "NUMPY_BELOW_FOR", {})
         if KERNELS["matmul"].compiled is not None:
             from minigrad.kernels import mkl_blas
 
@@ -204,6 +205,27 @@ def test_power(x, exponent):
         expected = reference(KERNELS["power"].plain, x, exponent)
     assert_close(got, expected.astype(x.dtype) if x.dtype == np.float32 else expected, x.dtype,
                  scale=np.abs(np.where(np.isfinite(expected), expected, 0)), ulps=8)
+
+
+@covers("add")
+@SETTINGS
+@given(data=st.data(), a=arrays())
+def test_add(data, a):
+    """Same-shaped arrays (the compiled loop's case) and broadcasts, scalars, other dtypes (NumPy's): each sum
+    is exactly the plain one, its dtype and shape too (one rounding of a + b either way)."""
+    kind = data.draw(st.sampled_from(["same", "same", "broadcast", "scalar", "other dtype"]))
+    if kind == "same":
+        b = data.draw(arrays(shape=a.shape, dtype=a.dtype))
+    elif kind == "broadcast":
+        b = data.draw(arrays(shape=a.shape[-1:] if a.ndim else (3,), dtype=a.dtype))
+    elif kind == "scalar":
+        b = np.asarray(data.draw(st.floats(-4, 4)), a.dtype)
+    else:
+        b = data.draw(arrays(shape=a.shape, dtype=np.float64 if a.dtype == np.float32 else np.float32))
+    with np.errstate(all="ignore"):
+        got, expected = KERNELS["add"].fast(a, b), KERNELS["add"].plain(a, b)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
 
 
 def _axis(draw, ndim):
@@ -674,6 +696,13 @@ def test_parallel_compiled_forms_leave_arrays_below_the_threshold_to_the_numpy_f
             assert_close(out, expected_out.astype(np.float32), np.float32, scale=np.abs(x), ulps=64)
     assert loops == [threshold, threshold + 1]
     assert numba_forms.SERIAL == {"adam_update"}  # (the one form with no parallel loop, and no threshold)
+    monkeypatch.setattr(numba_forms, "_add_flat", lambda a, b, out, loop=numba_forms._add_flat: loops.append(
+        ("add", a.size)) or loop(a, b, out))
+    add_threshold = numba_forms.NUMPY_BELOW_FOR["add"]  # (an addition waits on memory: a threshold of its own)
+    for size in (add_threshold - 1, add_threshold):
+        a, b = (np.random.default_rng(size + i).standard_normal(size).astype(np.float32) for i in range(2))
+        np.testing.assert_array_equal(KERNELS["add"].compiled(a, b), a + b)
+    assert loops[-1] == ("add", add_threshold) and ("add", add_threshold - 1) not in loops
     p = np.ones(16, np.float32)
     monkeypatch.setattr(numba_forms, "_adam_update_flat", lambda p, *rest: loops.append(p.size))
     KERNELS["adam_update"].compiled(p, p.copy(), p.copy(), p.copy(), 1e-3, 0.9, 0.999, 1e-8, 1)
