@@ -311,17 +311,18 @@ def set_threads(policy: str | int = "auto") -> ThreadChoice:
     return choice
 
 
-def _apply(threads: int) -> None:
+def _apply(threads: int, trial: bool = False) -> None:
     """Put ``threads`` in force in every pool the last ``set_threads`` found (and numba's).
 
     The [fast] backend's GEMM choices (MKL or NumPy, per product shape) depend on the thread
-    count: each count keeps its own (``mkl_blas.use_threads``), and a new one times each shape again.
+    count: each count keeps its own (``mkl_blas.use_threads``), and a new one times each shape again,
+    unless it is only on ``trial`` (the tuner's steps): then it borrows the choices in force.
     """
     global _limits
     _set_numba_threads(threads)
     gemm = sys.modules.get("minigrad.kernels.mkl_blas")
     if gemm is not None:
-        gemm.use_threads(threads)
+        gemm.use_threads(threads, trial)
     for limit in reversed(_limits):
         limit.restore_original_limits()
     _limits = [_controller.limit(limits=threads)]
@@ -343,7 +344,8 @@ class ThreadTuner:
     least ``hold`` steady steps, or every ``recheck`` steps, the candidates are
     timed again. ``hold`` starts at 10 and doubles each time a new measurement keeps
     the same count (a noisy machine's step times wander without anything having
-    changed), and starts over when the count changes. ``clock`` is for tests.
+    changed), and starts over when the count changes. ``clock`` and ``apply(count, trial)`` are for tests:
+    the tuner applies each count it tries with ``trial`` True, and the one it keeps with False.
     """
 
     def __init__(self, candidates: list[int], cores_reason: str, trial: int = 3, drift: float = 0.3,
@@ -363,7 +365,7 @@ class ThreadTuner:
     def _start_trial(self, settle: int) -> None:
         self.times = {n: [] for n in self.candidates}
         self.index, self.settle = 0, settle
-        self.apply(self.candidates[0])
+        self.apply(self.candidates[0], True)
         self.current = self.candidates[0]
 
     def tick(self, source: str = "model") -> None:
@@ -401,12 +403,11 @@ class ThreadTuner:
         self.index += 1
         if self.index < len(self.candidates):
             self.current = self.candidates[self.index]
-            self.apply(self.current)  # from the next step on: no step is split between two counts
+            self.apply(self.current, True)  # from the next step on: no step is split between two counts
             return
         medians = {n: _median(v) for n, v in self.times.items()}
         best = min(medians, key=medians.get)
-        if best != self.current:
-            self.apply(best)
+        self.apply(best, False)  # kept: no longer a trial (the [fast] backend's products get its own choices)
         # On a noisy machine the step time wanders: a check that keeps the same count waits twice as long
         # before the next one; a check that changes it starts the waiting over.
         self.hold = self.min_hold if best != self.chosen else min(2 * self.hold, self.recheck)

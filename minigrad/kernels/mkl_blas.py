@@ -336,11 +336,18 @@ def _quicker(key: tuple, on_mkl, on_numpy):
     return out[chosen[key]]
 
 
-def use_threads(threads: int) -> None:
+def use_threads(threads: int, trial: bool = False) -> None:
     """The thread count changed (``runtime``): which path is quicker depends on it, so each count keeps choices
     of its own. A count seen before gets its choices back; a new one times each shape again at its next call.
-    (The thread policy tries 1 and N threads and may come back: each shape is timed once per count.)"""
+
+    ``trial``: the thread policy is trying the count for a step or two (``runtime.ThreadTuner``). A count with
+    no choices yet then borrows a copy of the ones in force instead of timing every shape: beside busy
+    processes each timed call of a 2-thread product can wait a time slice, and the trial would measure
+    that, not the step. The copy is dropped; the count the policy keeps times its shapes afterwards."""
     global chosen
+    if trial and threads not in _chosen_at:
+        chosen = dict(chosen)
+        return
     chosen = _chosen_at.setdefault(threads, {})
 
 

@@ -431,6 +431,15 @@ def test_each_thread_count_keeps_its_own_product_choices(monkeypatch):
     assert mkl_blas.chosen == {("a",): "numpy"}
     runtime._apply(2)
     assert mkl_blas.chosen == {("a",): "mkl"}
+    # The policy's trial of a count with no choices yet borrows those in force: beside busy processes a timed
+    # call of a 3-thread product may wait a time slice, and the trial would time that instead of the step.
+    runtime._apply(3, trial=True)
+    assert mkl_blas.chosen == {("a",): "mkl"} and 3 not in mkl_blas._chosen_at
+    mkl_blas.chosen[("b",)] = "numpy"  # a shape first seen in the trial: timed, and dropped with the copy
+    runtime._apply(2, trial=True)  # a count with choices of its own gets them, trial or not
+    assert mkl_blas.chosen == {("a",): "mkl"}
+    runtime._apply(3)  # kept: its own choices, each shape timed at its next call
+    assert mkl_blas.chosen == {}
 
 
 @st.composite

@@ -95,9 +95,10 @@ class FakeSteps:
     def __init__(self, cost):
         self.cost, self.now, self.threads, self.applied = cost, 0.0, None, []
 
-    def apply(self, n):
+    def apply(self, n, trial=False):
         self.threads = n
         self.applied.append(n)
+        self.trials = getattr(self, "trials", []) + [trial]
 
     def run(self, tuner, steps):
         for _ in range(steps):
@@ -146,7 +147,8 @@ def test_a_steady_step_time_is_left_alone_until_the_periodic_recheck():
     steps = FakeSteps({1: 0.10, 2: 0.06})
     tuner = _tuner(steps, recheck=50)
     steps.run(tuner, 40)
-    assert len(tuner.history) == 1 and steps.applied == [1, 2]
+    assert len(tuner.history) == 1 and steps.applied == [1, 2, 2]
+    assert steps.trials == [True, True, False]  # each count tried, then the one kept applied as kept
     steps.run(tuner, 30)
     assert len(tuner.history) == 2  # measured again after 50 steady steps
 
