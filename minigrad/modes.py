@@ -166,6 +166,7 @@ _call_numbers = itertools.count()
 
 
 step_clock = None  # runtime.ThreadTuner.tick while the "auto" thread policy measures (minigrad/runtime.py)
+step_deadline = None  # while the policy tries more threads for a step: a check each kernel call makes (kernel.py)
 
 
 class module_scope:

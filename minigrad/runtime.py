@@ -337,6 +337,9 @@ class ThreadTuner:
     are not counted; then each candidate count runs ``trial`` steps, or one if that
     step is already 1.5x the best median so far (why keep running a count that
     is clearly worse), and the count with the lowest median step time is kept.
+    A count tried after another is given up within its step, at the first kernel
+    call past 1.5x the best median so far (``modes.step_deadline``): the rest of
+    that step runs on the quickest count so far.
     While it runs, the median of the last 5 steps is watched against that of its
     first 5 steady steps: when it moves by
     more than ``drift`` (another program started or stopped) in the direction
@@ -360,6 +363,7 @@ class ThreadTuner:
         self.seen_model = False
         self.chosen: int | None = None
         self.history: list[str] = []
+        self.deadline: float | None = None  # while a count is tried after another: when to give it up (the clock's)
         self._start_trial(settle=2)  # the first two steps: warm-up (allocations, caches)
 
     def _start_trial(self, settle: int) -> None:
@@ -383,13 +387,34 @@ class ThreadTuner:
                 self._start_trial(settle=1)
         now = self.clock()
         last, self.last = self.last, now
+        self._arm_deadline(None)
         if last is None:
             return
         step = now - last
         if self.chosen is None or self.index < len(self.candidates):
             self._trial_step(step)
+            if self.index < len(self.candidates) and not self.settle:
+                timed = [_median(v) for n, v in self.times.items() if v and n != self.current]
+                if timed:  # a count tried after another: given up within this step once it is clearly slower
+                    self._arm_deadline(now + 1.5 * min(timed))
         else:
             self._steady_step(step)
+
+    def _arm_deadline(self, deadline: float | None) -> None:
+        """From now on, each kernel call checks whether the step has passed ``deadline`` (None: no check).
+
+        Beside busy processes a step on 2 threads took 20 to 30 times one on 1 thread (every parallel
+        loop waits for a core the other process holds): the trial gives the count up there, mid-step,
+        rather than pay a whole step. The step, timed at its end, then counts as clearly slower."""
+        self.deadline = deadline
+        if _tuner is self:  # (the process's tuner; a test's own drives _past_deadline itself)
+            modes.step_deadline = None if deadline is None else self._past_deadline
+
+    def _past_deadline(self) -> None:
+        if self.clock() > self.deadline:
+            timed = {n: _median(v) for n, v in self.times.items() if v and n != self.current}
+            self.apply(min(timed, key=timed.get), True)  # the quickest so far, for the rest of the step
+            self._arm_deadline(None)
 
     def _trial_step(self, step: float) -> None:
         if self.settle:

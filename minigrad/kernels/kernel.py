@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from .. import modes
 from ..modes import state
 
 KERNELS: dict[str, Callable] = {}  # name -> kernel; each has .fast, .plain, .compiled, .active (the tests walk this)
@@ -37,6 +38,8 @@ def kernel(plain: Callable):
         def run(*args, **kwargs):
             if state.composite:
                 return plain(*args, **kwargs)
+            if modes.step_deadline is not None:  # the thread policy is trying a count: has it run too long?
+                modes.step_deadline()
             return run.active(*args, **kwargs)
 
         def first_call(*args, **kwargs):  # the backend is chosen now, once, for every kernel; then run

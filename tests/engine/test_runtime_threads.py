@@ -350,3 +350,39 @@ def test_on_one_thread_slower_steps_change_nothing_and_quicker_ones_measure_agai
     steps.cost = {1: 0.05, 2: 0.03}  # the other work stopped: steps quicker, and two threads now win
     steps.run(tuner, 20)
     assert tuner.chosen == 2 and len(tuner.history) == 2
+
+
+def test_a_count_clearly_slower_is_given_up_within_its_first_step():
+    # Beside a busy process a 2-thread step took 20 to 30 times a 1-thread one: the trial gives 2 threads up at
+    # the first kernel call past 1.5x the 1-thread median, and the rest of the step runs on 1 thread.
+    steps = FakeSteps({1: 0.10, 2: 3.0})
+    tuner = _tuner(steps)
+    steps.run(tuner, 5)
+    tuner.tick()  # 2 warm-up steps and 3 timed on 1 thread are over: the first 2-thread step starts
+    assert steps.threads == 2 and tuner.deadline == pytest.approx(steps.now + 0.15)
+    steps.now += 0.1
+    tuner._past_deadline()  # a kernel call within the deadline: nothing happens
+    assert steps.threads == 2
+    steps.now += 0.1
+    tuner._past_deadline()  # past it: back to the quickest count so far, for the rest of the step, as a trial
+    assert steps.threads == 1 and steps.trials[-1] is True and tuner.deadline is None
+    tuner.tick()  # the step ends: 0.2 s, clearly slower than 0.1; 1 thread is kept
+    assert tuner.chosen == 1 and steps.applied[-1] == 1 and steps.trials[-1] is False
+
+
+def test_the_process_tuner_arms_each_kernel_call_only_while_it_tries_a_count(monkeypatch):
+    from minigrad import modes
+
+    steps = FakeSteps({1: 0.10, 2: 3.0})
+    tuner = _tuner(steps)
+    monkeypatch.setattr(runtime, "_tuner", tuner)
+    monkeypatch.setattr(modes, "step_deadline", None)
+    steps.run(tuner, 5)
+    assert modes.step_deadline is None  # warm-up and the first count: nothing to compare with yet
+    tuner.tick()
+    assert modes.step_deadline == tuner._past_deadline  # trying 2 threads: each kernel call checks the clock
+    steps.now += 1.0
+    mg.ones(2, 3).softmax(-1)  # a kernel call past the deadline gives 2 threads up, and disarms the check
+    assert steps.threads == 1 and modes.step_deadline is None
+    tuner.tick()
+    assert tuner.chosen == 1 and modes.step_deadline is None
