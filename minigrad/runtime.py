@@ -26,7 +26,9 @@ mask capped by the cgroup's CPU quota (v2 ``cpu.max``, v1 ``cfs_quota_us``;
 ``usable_cores``); then 1 and N threads (and N/2 from 4 cores) each run a few
 steps (``ThreadTuner``; a step is one call of the top-level model, so a training
 step or a sampled token; with no Module, one backward()), the quicker is kept, and the candidates are timed
-again when the step time drifts by 30% or after 500 steps. Where there is no
+again when the step time drifts by 30% or after 500 steps. A count that is clearly slower is given up
+within its first step (beside a busy process a 2-thread step can take 20 times a 1-thread one), and
+while a count is only on trial the [fast] backend's products keep the choices in force. Where there is no
 affinity mask or no /proc (macOS, Windows, some containers) N is
 ``os.cpu_count()`` and the reason says so. What the user said wins over what it
 measures: ``MINIGRAD_THREADS=N`` sets N, and an ``OPENBLAS_NUM_THREADS``,
