@@ -27,7 +27,7 @@ mask capped by the cgroup's CPU quota (v2 ``cpu.max``, v1 ``cfs_quota_us``;
 steps (``ThreadTuner``; a step is one call of the top-level model, so a training
 step or a sampled token; with no Module, one backward()), the quicker is kept, and the candidates are timed
 again when the step time drifts by 30% or after 500 steps. A count that is clearly slower is given up
-within its first step (beside a busy process a 2-thread step can take 20 times a 1-thread one), and
+within its first step (beside a busy process a 2-thread step can take many times a 1-thread one), and
 while a count is only on trial the [fast] backend's products keep the choices in force. Where there is no
 affinity mask or no /proc (macOS, Windows, some containers) N is
 ``os.cpu_count()`` and the reason says so. What the user said wins over what it
@@ -405,7 +405,7 @@ class ThreadTuner:
     def _arm_deadline(self, deadline: float | None) -> None:
         """From now on, each kernel call checks whether the step has passed ``deadline`` (None: no check).
 
-        Beside busy processes a step on 2 threads took 20 to 30 times one on 1 thread (every parallel
+        Beside busy processes a step on 2 threads can take many times one on 1 thread (every parallel
         loop waits for a core the other process holds): the trial gives the count up there, mid-step,
         rather than pay a whole step. The step, timed at its end, then counts as clearly slower."""
         self.deadline = deadline
@@ -557,8 +557,8 @@ def quiet_openblas() -> None:
 
     OpenBLAS starts a thread per core, and after each call its threads spin for a
     while, waiting for the next. Beside MKL's threads they take the cores MKL's
-    need: while they spin, each MKL product waits a time slice (7 ms measured for a
-    0.1 ms product on 2 cores). Done when the backend is chosen, not at the first
+    need: while they spin, each MKL product waits for a scheduler's time slice, many
+    times its own work. Done when the backend is chosen, not at the first
     backward(), so that a plain script's first steps, where each product shape's
     library is measured (``mkl_blas._quicker``), run as the later ones will.
     """
@@ -567,8 +567,10 @@ def quiet_openblas() -> None:
         return
     from threadpoolctl import ThreadpoolController
 
-    _openblas_limit = ThreadpoolController().select(internal_api="openblas").limit(limits=1)
-    _openblas_done = "1 thread beside MKL (the [fast] backend: MKL does the float32 products)"
+    openblas = ThreadpoolController().select(internal_api="openblas")
+    _openblas_limit = openblas.limit(limits=1)
+    _openblas_done = ("1 thread beside MKL (the [fast] backend: MKL does the float32 products)"
+                      if openblas.lib_controllers else "none loaded (NumPy's BLAS is another library)")
 
 
 def thread_tuner() -> ThreadTuner | None:

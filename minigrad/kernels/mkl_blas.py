@@ -267,8 +267,8 @@ def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.nda
 
     Why not the bias written into ``out`` first and the product added to it (beta = 1, one GEMM)? That
     pass runs on one core, and each of MKL's other threads then reads its part of ``out`` from that core's
-    cache: at (1024, 128) @ (128, 128) it cost 145 us against 121 us this way (PyTorch's addmm: 116). The
-    rank-1 GEMM splits ``out`` among the threads as the product did, so each adds the bias where it wrote."""
+    cache, which cost more than a second GEMM (``benchmarks/README.md`` has the measurements). The rank-1
+    GEMM splits ``out`` among the threads as the product did, so each adds the bias where it wrote."""
     n_in, n_out = x.shape[-1], weight.shape[0]
     rows = math.prod(x.shape[:-1])
     out = gemm(x.reshape(rows, n_in), weight.T, np.empty((rows, n_out), _F32))

@@ -51,8 +51,7 @@ _INV_SQRT_2PI = _F32(INV_SQRT_2PI)
 # takes microseconds; above this the work repays the risk. (The measurements: benchmarks/README.md.)
 NUMPY_BELOW = 4096
 # A form whose loop does one addition per element waits on memory, not arithmetic: its parallel loop gains only
-# where the arrays outgrow one core's cache (measured on 2 cores: NumPy's as quick at 32k float32 elements,
-# the loop twice as quick at 128k; benchmarks/README.md).
+# where the arrays outgrow one core's cache (``python -m benchmarks.kernel_forms``; benchmarks/README.md).
 NUMPY_BELOW_FOR = {"add": 1 << 16}
 SERIAL = {"adam_update"}  # forms without a parallel loop: they never wait for a pool, so no threshold
 
