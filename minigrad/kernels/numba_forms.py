@@ -187,24 +187,42 @@ def _add_flat(a, b, out):
 # --------------------------------------------------------------------------------------
 
 
+_LANES = 8  # running maxima side by side in a row's max (_softmax_rows_biased): one AVX register of float32
+
+
 @pjit
 def _softmax_rows_biased(x, bias, out, scale):
     """out[r] = softmax(x[r] * scale + bias[r % len(bias)]), with the plain form's shift: the row max, 0 for an
-    all -inf or NaN max."""
+    all -inf or NaN max.
+
+    The row max is kept in ``_LANES`` running maxima side by side, merged at the row's end: one running max
+    is a chain of compares, each waiting for the last, which LLVM does not vectorise (NaN's rules forbid
+    reordering it). The biased scores are written to ``out`` on the way, for the exp pass to read."""
     rows, n = x.shape
     bias_rows = bias.shape[0]
+    whole = n - n % _LANES
     for r in prange(rows):
         b = r % bias_rows
+        lane = np.full(_LANES, -np.inf, _F32)
+        nans = 0
+        for j0 in range(0, whole, _LANES):
+            for k in range(_LANES):
+                v = x[r, j0 + k] * scale + bias[b, j0 + k]
+                out[r, j0 + k] = v
+                nans += v != v
+                lane[k] = v if v > lane[k] else lane[k]
         m = _F32(-np.inf)
-        nan = False
-        for j in range(n):
+        for k in range(_LANES):
+            m = lane[k] if lane[k] > m else m
+        for j in range(whole, n):  # (the row's last n % _LANES scores)
             v = x[r, j] * scale + bias[b, j]
-            nan |= v != v
+            out[r, j] = v
+            nans += v != v
             m = v if v > m else m
-        if nan or m == -np.inf:
+        if nans or m == -np.inf:
             m = _F32(0.0)
         for j in range(n):
-            out[r, j] = _exp32(x[r, j] * scale + bias[b, j] - m)
+            out[r, j] = _exp32(out[r, j] - m)
         total = np.float32(_row_total(out, r))
         if total == 0:
             total = _F32(1.0)
