@@ -57,7 +57,7 @@ def load(path: str) -> None:
 
 def _layout(m: np.ndarray):
     """(transpose flag, leading dimension) for MKL to read the 2-D view ``m`` in place, or None to copy it."""
-    return _layout_of(*m.shape, *m.strides)
+    return _stack_layout(m.shape, m.strides)
 
 
 def _layout_of(rows: int, cols: int, s0: int, s1: int):
@@ -126,8 +126,9 @@ def _c_strides(shape: tuple, itemsize: int) -> tuple:
 
 
 def _stack_layout(shape: tuple, strides: tuple):
-    """``_layout`` of each matrix of a stack (..., rows, cols): (flag, ld), or None to copy. The stride of an
-    axis of length 1 is never stepped along, and NumPy may give it any value: it is read as packed."""
+    """``_layout`` of a matrix, or of each matrix of a stack (..., rows, cols): (flag, ld), or None to copy. The
+    stride of an axis of length 1 is never stepped along, and NumPy may give it any value (and call the array
+    contiguous, so that a copy keeps it): it is read as packed."""
     rows, cols = shape[-2:]
     row_step = cols * 4 if rows == 1 else strides[-2]
     col_step = 4 if cols == 1 else strides[-1]

@@ -373,6 +373,52 @@ def test_linear(data, lead, n_in, n_out, with_bias):
 
 
 @pytest.mark.skipif(KERNELS["matmul"].compiled is None, reason="no MKL (the [fast] extra, on x86-64 Linux)")
+@SETTINGS
+@given(data=st.data(), lead=st.sampled_from([(1,), (37,), (4, 300), (2, 3, 129)]), n_in=st.sampled_from([1, 64, 65]),
+       n_out=st.sampled_from([128, 257]), bias_layout=st.sampled_from(["none", "C", "every other"]))
+def test_mkls_linear_adds_the_bias_after_the_product(data, lead, n_in, n_out, bias_layout):
+    """``mkl_blas.linear`` itself, at sizes MKL takes: the product (beta = 0), then ones @ bias added by a rank-1
+    GEMM; a strided bias is copied first. (``test_linear``'s shapes are too small to reach it.)"""
+    from minigrad.kernels import mkl_blas
+
+    x = data.draw(arrays(shape=lead + (n_in,), dtype=np.float32, specials=False))
+    weight = data.draw(arrays(shape=(n_out, n_in), dtype=np.float32, specials=False))
+    bias = None
+    if bias_layout != "none":
+        bias = data.draw(arrays(shape=(2 * n_out,), dtype=np.float32, specials=False))
+        bias = bias[::2] if bias_layout == "every other" else np.ascontiguousarray(bias[:n_out])
+    got = mkl_blas.linear(x, weight, bias)
+    expected = x.astype(np.float64) @ weight.T.astype(np.float64) + (0 if bias is None else bias.astype(np.float64))
+    expected = expected.astype(np.float32)  # (what float32 can hold: products of 1e-30s are 0 there)
+    scale = _product_scale(x, weight) + (0 if bias is None else np.abs(bias.astype(np.float64)).max())
+    assert got.shape == lead + (n_out,) and got.dtype == np.float32
+    np.testing.assert_allclose(got, expected, rtol=0, atol=64 * EPS[np.dtype(np.float32)] * scale + 1e-300)
+
+
+@pytest.mark.skipif(KERNELS["matmul"].compiled is None, reason="no MKL (the [fast] extra, on x86-64 Linux)")
+def test_mkl_reads_a_matrix_with_an_axis_of_length_one_whatever_its_stride():
+    # NumPy calls a (1, 1) view with strides (8, 8) contiguous, so a copy kept the strides MKL refused: gemm
+    # raised a TypeError from inside its layout check. An axis of length 1 is now read as packed.
+    from minigrad.kernels import mkl_blas
+
+    a = np.arange(2, dtype=np.float32).reshape(1, 2)[:, ::2]  # (1, 1), strides (8, 8)
+    b = np.arange(6, dtype=np.float32).reshape(3, 2)[:, ::2].T  # (1, 3), strides (8, 16)
+    np.testing.assert_array_equal(mkl_blas.gemm(a, b), a @ b)
+    np.testing.assert_array_equal(mkl_blas.gemm(b.T, a), b.T @ a)
+
+
+@pytest.mark.skipif(KERNELS["matmul"].compiled is None, reason="no MKL (the [fast] extra, on x86-64 Linux)")
+def test_mkls_gemm_with_nothing_to_sum_is_zeros_times_beta():
+    from minigrad.kernels import mkl_blas
+
+    a, b = np.ones((3, 0), np.float32), np.ones((0, 4), np.float32)
+    out = np.full((3, 4), np.nan, np.float32)  # (np.empty may hold NaN: 0 * NaN is NaN, so 0 is written)
+    np.testing.assert_array_equal(mkl_blas.gemm(a, b, out), np.zeros((3, 4)))
+    out = np.full((3, 4), 2.0, np.float32)
+    np.testing.assert_array_equal(mkl_blas.gemm(a, b, out, beta=0.5), np.ones((3, 4)))
+
+
+@pytest.mark.skipif(KERNELS["matmul"].compiled is None, reason="no MKL (the [fast] extra, on x86-64 Linux)")
 def test_each_product_shape_takes_the_path_measured_quicker_the_first_time_it_is_seen(monkeypatch):
     from minigrad.kernels import mkl_blas
 
