@@ -396,6 +396,25 @@ def test_mkls_linear_adds_the_bias_after_the_product(data, lead, n_in, n_out, bi
 
 
 @pytest.mark.skipif(KERNELS["matmul"].compiled is None, reason="no MKL (the [fast] extra, on x86-64 Linux)")
+@SETTINGS
+@given(data=st.data(), lead=st.sampled_from([(), (1,), (3,), (2, 5)]), m=st.sampled_from([1, 40, 257]),
+       k=st.sampled_from([1, 33, 128]), n=st.sampled_from([1, 64, 300]))
+def test_mkls_matmul_reads_every_layout_at_its_sizes(data, lead, m, k, n):
+    """``mkl_blas.matmul`` itself (a's rows stacked into one GEMM) at sizes MKL takes, every operand layout the
+    arrays strategy draws (C, column-major, every other element), length-1 axes too. (``test_matmul``'s
+    shapes are too small to reach it.)"""
+    from minigrad.kernels import mkl_blas
+
+    a = data.draw(arrays(shape=lead + (m, k), dtype=np.float32, specials=False))
+    b = data.draw(arrays(shape=(k, n), dtype=np.float32, specials=False))
+    got = mkl_blas.matmul(a, b)
+    expected = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+    assert got.shape == lead + (m, n) and got.dtype == np.float32
+    atol = 64 * EPS[np.dtype(np.float32)] * _product_scale(a, b) + 1e-300
+    np.testing.assert_allclose(got, expected, rtol=0, atol=atol)
+
+
+@pytest.mark.skipif(KERNELS["matmul"].compiled is None, reason="no MKL (the [fast] extra, on x86-64 Linux)")
 def test_mkl_reads_a_matrix_with_an_axis_of_length_one_whatever_its_stride():
     # NumPy calls a (1, 1) view with strides (8, 8) contiguous, so a copy kept the strides MKL refused: gemm
     # raised a TypeError from inside its layout check. An axis of length 1 is now read as packed.
