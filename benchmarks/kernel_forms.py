@@ -40,6 +40,7 @@ def cases(size: int):
     targets = rng.integers(0, 65, logits.shape[0])
     row_weight = np.full(logits.shape[0], 1 / logits.shape[0], np.float32)
     return [("add", (x, g)), ("gelu", (x, "tanh")), ("gelu_grad", (x, g, x, "tanh")), ("standardise", (x, 1e-5)),
+            ("layer_norm_affine", (x, flat[0][:cols].copy(), flat[1][:cols].copy(), 1e-5)),
             ("softmax", (x,)), ("softmax_grad", (x, g)), ("cross_entropy", (logits, targets)),
             ("cross_entropy_grad", (logits, targets, row_weight)),
             ("adam_update", (flat[0], flat[1], flat[2], np.abs(flat[2]), 1e-3, 0.9, 0.999, 1e-8, 10, 0.999))]

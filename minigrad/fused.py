@@ -219,6 +219,9 @@ class layer_norm:
     def forward(x, *affine, eps=1e-5, saved=None):
         if len(affine) not in (0, 2):
             raise TypeError(f"weight and bias go together: give both or neither, got {len(affine)} of them")
+        if affine and saved is None:
+            out, xhat, rstd = kernels.layer_norm_affine(x, *affine, eps)  # = xhat * weight + bias, xhat, rstd
+            return out, (xhat, rstd)
         xhat, rstd = kernels.standardise(x, eps) if saved is None else saved  # = (x - mean) / sqrt(var + eps)
         if not affine:
             return xhat, (xhat, rstd)

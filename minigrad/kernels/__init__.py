@@ -29,6 +29,7 @@ from .numpy_forms import (
     gelu,
     gelu_gate,
     gelu_grad,
+    layer_norm_affine,
     layer_norm_grad,
     linear,
     matmul,
@@ -47,7 +48,7 @@ from .numpy_forms import (
 
 __all__ = ["BLOCK", "GELU_CUBIC", "GELU_SATURATED", "INV_SQRT_2PI", "KERNELS", "SQRT_2_OVER_PI", "adam_update",
            "add", "attention_weights", "cross_entropy", "cross_entropy_grad", "erf", "gelu", "gelu_gate", "gelu_grad",
-           "kernel", "layer_norm_grad", "linear", "matmul", "mean", "power", "rms_norm", "row_dot", "row_sum",
-           "scatter_add", "softmax", "softmax_grad", "stable_max", "standardise", "sum"]
+           "kernel", "layer_norm_affine", "layer_norm_grad", "linear", "matmul", "mean", "power", "rms_norm", "row_dot",
+           "row_sum", "scatter_add", "softmax", "softmax_grad", "stable_max", "standardise", "sum"]
 
 backend.check_request()  # a bad MINIGRAD_BACKEND is an error at import; the backend loads at first use

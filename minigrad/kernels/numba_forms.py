@@ -263,6 +263,22 @@ def _standardise_rows(x, eps, xhat, rstd):
 
 
 @pjit
+def _standardise_affine_rows(x, eps, weight, bias, xhat, rstd, out):
+    """``_standardise_rows``, and out = xhat * weight + bias written in the same pass over each row."""
+    rows, n = x.shape
+    for r in prange(rows):
+        mean = np.float32(_row_total(x, r) / n)
+        for j in range(n):
+            xhat[r, j] = x[r, j] - mean
+        s = np.float32(1.0) / np.sqrt(np.float32(_row_dot(xhat, xhat, r) / n) + eps)
+        rstd[r, 0] = s
+        for j in range(n):
+            v = xhat[r, j] * s
+            xhat[r, j] = v
+            out[r, j] = v * weight[j] + bias[j]
+
+
+@pjit
 def _layer_norm_grad_rows(g, xhat, rstd, weight, out):
     rows, n = g.shape
     for r in prange(rows):
@@ -446,6 +462,13 @@ def make_forms(numpy_forms: dict, matmul=np.matmul) -> dict:
         _standardise_rows(_rows(x), _F32(eps), _rows(xhat), _rows(rstd))
         return xhat, rstd
 
+    def layer_norm_affine(x, weight, bias, eps):
+        if not (_ok(x, weight, bias) and weight.shape == bias.shape == x.shape[-1:]):
+            return fallback("layer_norm_affine")(x, weight, bias, eps)
+        out, xhat, rstd = np.empty_like(x), np.empty_like(x), np.empty(x.shape[:-1] + (1,), _F32)
+        _standardise_affine_rows(_rows(x), _F32(eps), weight, bias, _rows(xhat), _rows(rstd), _rows(out))
+        return out, xhat, rstd
+
     def layer_norm_grad(g, xhat, rstd, weight=None):
         n = xhat.shape[-1] if xhat.ndim else 0
         w = np.ones(n, _F32) if weight is None else weight
@@ -483,7 +506,7 @@ def make_forms(numpy_forms: dict, matmul=np.matmul) -> dict:
 
     return {"add": add, "gelu": gelu, "gelu_gate": gelu_gate, "gelu_grad": gelu_grad, "softmax": softmax,
             "softmax_grad": softmax_grad, "attention_weights": attention_weights, "standardise": standardise,
-            "layer_norm_grad": layer_norm_grad, "cross_entropy": cross_entropy,
+            "layer_norm_affine": layer_norm_affine, "layer_norm_grad": layer_norm_grad, "cross_entropy": cross_entropy,
             "cross_entropy_grad": cross_entropy_grad, "adam_update": adam_update}
 
 

@@ -629,6 +629,21 @@ def standardise(x: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
     return xhat, rstd
 
 
+def _layer_norm_affine_plain(x, weight, bias, eps):
+    xhat, rstd = _standardise_plain(x, eps)
+    return xhat * weight + bias, xhat, rstd
+
+
+@kernel(plain=_layer_norm_affine_plain)
+def layer_norm_affine(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float):
+    """``(xhat * weight + bias, xhat, rstd)``, (xhat, rstd) = ``standardise(x, eps)``: a layer norm's output and
+    what its backward keeps, in one call. (Here three passes; the compiled form writes both in one.)"""
+    xhat, rstd = standardise(x, eps)
+    out = xhat * weight  # a new array: xhat is kept for the backward
+    out += bias
+    return out, xhat, rstd
+
+
 def _layer_norm_grad_plain(g, xhat, rstd, weight=None):
     v = g if weight is None else g * weight
     return rstd * (v - v.mean(axis=-1, keepdims=True) - xhat * (v * xhat).mean(axis=-1, keepdims=True))

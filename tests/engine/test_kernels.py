@@ -894,7 +894,7 @@ def test_gelu_kernels_past_the_saturation_threshold(approximate, dtype):
 # --------------------------------------------------------------------------------------
 
 
-@covers("standardise", "layer_norm_grad", "rms_norm")
+@covers("standardise", "layer_norm_affine", "layer_norm_grad", "rms_norm")
 @pytest.mark.filterwarnings("ignore:Mean of empty slice")  # (an empty last axis: NumPy's NaN, as intended)
 @SETTINGS
 @given(data=st.data(), x=arrays(min_dims=1, specials=False), eps=st.sampled_from([1e-5, 0.1]),
@@ -918,7 +918,19 @@ def test_norm_kernels(data, x, eps, with_weight):
         scale = rstd64 * v.sum(axis=-1, keepdims=True) * condition
     assert_close(got, expected.astype(x.dtype), x.dtype, scale=np.where(np.isfinite(scale), scale, 0), ulps=64)
 
+    # layer_norm_affine: standardise's (xhat, rstd), and xhat * weight + bias beside them (in one pass, compiled)
     w = weight[0] if weight else np.ones(x.shape[-1:], x.dtype)
+    b = data.draw(arrays(shape=x.shape[-1:], dtype=x.dtype, specials=False))
+    with np.errstate(all="ignore"):
+        out, xhat_a, rstd_a = KERNELS["layer_norm_affine"].fast(x, w, b, eps)
+        out64, _, _ = reference(KERNELS["layer_norm_affine"].plain, x, w, b, eps)
+        scale = condition * x.shape[-1] * np.abs(w.astype(np.float64)) + np.abs(b.astype(np.float64))
+    assert out.shape == xhat_a.shape == x.shape and rstd_a.shape == x.shape[:-1] + (1,)
+    assert out.dtype == xhat_a.dtype == rstd_a.dtype == x.dtype
+    assert_close(rstd_a, rstd64.astype(x.dtype), x.dtype, scale=np.abs(rstd64), ulps=64)
+    assert_close(xhat_a, xhat64.astype(x.dtype), x.dtype, scale=condition * x.shape[-1], ulps=64)
+    assert_close(out, out64.astype(x.dtype), x.dtype, scale=np.where(np.isfinite(scale), scale, 0), ulps=64)
+
     with np.errstate(all="ignore"):
         got = KERNELS["rms_norm"].fast(x, w, eps)
         expected = reference(KERNELS["rms_norm"].plain, x, w, eps)
