@@ -249,30 +249,33 @@ def _softmax_grad_rows(out, g, grad, scale):
 # --------------------------------------------------------------------------------------
 
 
+@numba.njit(inline="always", cache=True, error_model="numpy")
+def _centre_row(x, r, eps, xhat, rstd):
+    """xhat[r] = x[r] minus its mean, rstd[r] = 1 / sqrt(mean(xhat[r]**2) + eps); returns rstd[r] (xhat[r] is
+    left unscaled: the callers scale it in their own pass)."""
+    n = x.shape[1]
+    mean = np.float32(_row_total(x, r) / n)
+    for j in range(n):
+        xhat[r, j] = x[r, j] - mean
+    s = np.float32(1.0) / np.sqrt(np.float32(_row_dot(xhat, xhat, r) / n) + eps)
+    rstd[r, 0] = s
+    return s
+
+
 @pjit
 def _standardise_rows(x, eps, xhat, rstd):
-    rows, n = x.shape
-    for r in prange(rows):
-        mean = np.float32(_row_total(x, r) / n)
-        for j in range(n):
-            xhat[r, j] = x[r, j] - mean
-        s = np.float32(1.0) / np.sqrt(np.float32(_row_dot(xhat, xhat, r) / n) + eps)
-        rstd[r, 0] = s
-        for j in range(n):
+    for r in prange(x.shape[0]):
+        s = _centre_row(x, r, eps, xhat, rstd)
+        for j in range(x.shape[1]):
             xhat[r, j] = xhat[r, j] * s
 
 
 @pjit
 def _standardise_affine_rows(x, eps, weight, bias, xhat, rstd, out):
     """``_standardise_rows``, and out = xhat * weight + bias written in the same pass over each row."""
-    rows, n = x.shape
-    for r in prange(rows):
-        mean = np.float32(_row_total(x, r) / n)
-        for j in range(n):
-            xhat[r, j] = x[r, j] - mean
-        s = np.float32(1.0) / np.sqrt(np.float32(_row_dot(xhat, xhat, r) / n) + eps)
-        rstd[r, 0] = s
-        for j in range(n):
+    for r in prange(x.shape[0]):
+        s = _centre_row(x, r, eps, xhat, rstd)
+        for j in range(x.shape[1]):
             v = xhat[r, j] * s
             xhat[r, j] = v
             out[r, j] = v * weight[j] + bias[j]
