@@ -33,6 +33,8 @@ import time
 
 import numpy as np
 
+from .numpy_forms import _ones  # (a cached vector of ones: the rank-1 GEMM's column)
+
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _SMALL = 32 * 32 * 32  # m * n * k below this: NumPy's matmul (the ctypes call would cost more than it saves)
 _F32 = np.dtype(np.float32)
@@ -250,18 +252,6 @@ def _takes_linear(x: np.ndarray, weight: np.ndarray, bias) -> bool:
     return math.prod(x.shape[:-1]) * x.shape[-1] * weight.shape[0] >= _SMALL
 
 
-_ones_kept: dict[int, np.ndarray] = {}  # n -> a column of n float32 ones, (n, 1), for the bias's rank-1 product
-
-
-def _ones_column(n: int) -> np.ndarray:
-    ones = _ones_kept.get(n)
-    if ones is None:
-        if len(_ones_kept) >= 64:
-            _ones_kept.clear()
-        ones = _ones_kept[n] = np.ones((n, 1), _F32)
-    return ones
-
-
 def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
     """``x @ weight.T + bias`` by MKL, for what ``_takes_linear``: the product, then the bias added by a second
     GEMM, the rank-1 product ones (rows, 1) @ bias (1, out) with beta = 1.
@@ -275,7 +265,7 @@ def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> np.nda
     out = gemm(x.reshape(rows, n_in), weight.T, np.empty((rows, n_out), _F32))
     if bias is not None and out.size:
         bias = np.ascontiguousarray(bias)
-        _lib.cblas_sgemm(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, rows, n_out, 1, 1.0, _ones_column(rows).ctypes.data, 1,
+        _lib.cblas_sgemm(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, rows, n_out, 1, 1.0, _ones(rows, _F32).ctypes.data, 1,
                          bias.ctypes.data, n_out, 1.0, out.ctypes.data, n_out)
     return out.reshape(x.shape[:-1] + (n_out,))
 
