@@ -445,12 +445,12 @@ def test_each_product_shape_takes_the_path_measured_quicker_the_first_time_it_is
     clock, mkl_cost, gemms = [0.0], {128: 10.0, 512: -0.5}, []
     monkeypatch.setattr(mkl_blas.time, "perf_counter", lambda: clock.__setitem__(0, clock[0] + 1) or clock[0])
 
-    def timed_gemm(a, b, *args, gemm=mkl_blas.gemm, **kwargs):
+    def timed_gemm(a, b, *args, gemm=mkl_blas._call_sgemm, **kwargs):
         gemms.append(b.shape)
         clock[0] += mkl_cost[b.shape[1]]
         return gemm(a, b, *args, **kwargs)
 
-    monkeypatch.setattr(mkl_blas, "gemm", timed_gemm)
+    monkeypatch.setattr(mkl_blas, "_call_sgemm", timed_gemm)
     monkeypatch.setattr(mkl_blas, "chosen", {})
     rng = np.random.default_rng(0)
     a = rng.standard_normal((1000, 64)).astype(np.float32)
@@ -473,6 +473,75 @@ def test_each_product_shape_takes_the_path_measured_quicker_the_first_time_it_is
         ("linear (<=1024, 64) [C] @ weight.T (64, 512) [F]", "mkl"),
         ("matmul (<=1024, 64) [C] @ b (64, 128) [C]", "numpy"),
         ("matmul (<=1024, 64) [C] @ b (64, 512) [C]", "mkl")]
+
+
+@pytest.mark.skipif(KERNELS["matmul"].compiled is None, reason="no MKL (the [fast] extra, on x86-64 Linux)")
+def test_a_product_is_judged_by_its_quickest_run(monkeypatch):
+    """MKL's first calls at a new shape are slow (its buffers, its threads), and a step repeats each product
+    warm: the choice goes by each path's quickest timed run, not its median, which read those first calls."""
+    from minigrad.kernels import mkl_blas
+
+    clock, mkl_costs = [0.0], iter([60.0, 60.0, 60.0, 60.0, 20.0, 20.0])  # the untimed call, then TRIES
+    monkeypatch.setattr(mkl_blas.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(mkl_blas, "chosen", {})
+    monkeypatch.setattr(mkl_blas, "TRIES", 5)
+
+    def on_mkl():
+        clock[0] += next(mkl_costs)
+        return "mkl"
+
+    def on_numpy():
+        clock[0] += 40.0
+        return "numpy"
+
+    assert mkl_blas._quicker(("a shape",), on_mkl, on_numpy) == "mkl"
+    assert mkl_blas.chosen == {("a shape",): "mkl"}
+
+
+@pytest.mark.skipif(KERNELS["matmul"].compiled is None, reason="no MKL (the [fast] extra, on x86-64 Linux)")
+def test_a_product_plan_made_once_serves_every_later_array_of_its_shapes_and_strides():
+    """A matmul's or linear layer's call (sizes, layouts, leading dimensions) is worked out once per operands'
+    dtypes, shapes and strides; the addresses are each call's own."""
+    from minigrad.kernels import mkl_blas
+
+    rng = np.random.default_rng(0)
+    weight, bias = rng.standard_normal((96, 64)).astype(np.float32), rng.standard_normal(96).astype(np.float32)
+    plans = set()
+    for _ in range(3):
+        x = rng.standard_normal((4, 50, 128)).astype(np.float32)[..., ::2]  # rows read in place, every other column
+        plan = mkl_blas._form_plan("linear", x, weight, bias)
+        plans.add(id(plan))
+        np.testing.assert_allclose(mkl_blas.linear(x, weight, bias, plan),
+                                   x.astype(np.float64) @ weight.T.astype(np.float64) + bias, rtol=1e-5, atol=1e-4)
+        plan = mkl_blas._form_plan("matmul", x, weight.T)
+        plans.add(id(plan))
+        np.testing.assert_allclose(mkl_blas.matmul(x, weight.T, plan), x.astype(np.float64) @ weight.T.astype(
+            np.float64), rtol=1e-5, atol=1e-4)
+    assert len(plans) == 2
+    assert mkl_blas._form_plan("matmul", x.astype(np.float64), weight.T) is None  # float64: NumPy's matmul
+    assert mkl_blas._form_plan("linear", x[:1, :1, :2], weight[:, :2], bias) is None  # too small to repay the call
+
+
+@pytest.mark.skipif(KERNELS["matmul"].compiled is None, reason="no MKL (the [fast] extra, on x86-64 Linux)")
+def test_mkl_reads_read_only_and_misaligned_operands():
+    """The compiled call takes read-only arrays (the vector of ones a bias is added with, a weight loaded
+    read-only); a float32 view at an odd byte offset, which it cannot take, is copied first."""
+    from minigrad.kernels import mkl_blas
+
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((70, 40)).astype(np.float32), rng.standard_normal((40, 50)).astype(np.float32)
+    read_only = a.copy()
+    read_only.flags.writeable = False
+    raw = np.zeros(a.nbytes + 1, np.uint8)
+    misaligned = raw[1:].view(np.float32).reshape(a.shape)  # (starts one byte past an aligned address)
+    misaligned[...] = a
+    assert not misaligned.flags.aligned
+    expected = a.astype(np.float64) @ b.astype(np.float64)
+    for operand in (read_only, misaligned, misaligned.T.copy().T):
+        for got in (mkl_blas.gemm(operand, b), mkl_blas.matmul(operand, b),
+                    mkl_blas.linear(operand, np.ascontiguousarray(b.T), None)):
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(mkl_blas.gemm(b.T, operand.T), expected.T, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.skipif(KERNELS["matmul"].compiled is None, reason="no MKL (the [fast] extra, on x86-64 Linux)")
