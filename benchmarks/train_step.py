@@ -504,7 +504,8 @@ def measure(cfg: Config, contenders: list[str], args) -> dict:
         for _ in range(args.steps):
             for w in workers:  # in turn: A, B, A, B, ...
                 time.sleep(args.settle)  # let the other worker's BLAS / OpenMP threads stop spinning
-                steps[w.name].append(w.ask("step"))
+                for _ in range(args.burst):  # back to back, as a training loop runs them
+                    steps[w.name].append(w.ask("step"))
         census = {w.name: [] for w in workers}
         for _ in range(args.census_steps):
             for w in workers:
@@ -714,6 +715,9 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=2, help="BLAS / torch threads in each worker")
     p.add_argument("--settle", type=float, default=0.25,
                    help="seconds of pause before each step, so the other worker's threads have stopped spinning")
+    p.add_argument("--burst", type=int, default=1,
+                   help="steps each worker runs back to back in its turn, each timed (1: every step follows a "
+                        "pause, its threads asleep; a training loop runs its steps back to back, warm)")
     p.add_argument("--gelu", default="tanh", choices=["tanh", "none"],
                    help="GELU form in both models (none = exact erf; about 10x slower than tanh in NumPy)")
     p.add_argument("--no-torch", action="store_true", help="minigrad only, even if torch is installed")
@@ -783,7 +787,8 @@ def main(argv=None) -> None:
         note = "torch: not installed, minigrad columns only (pip install torch==2.13.0 for the comparison)"
     print(f"# GPT training step: forward + backward + AdamW, float32, GELU {args.gelu}, vocab {VOCAB_SIZE}")
     print(_util.machine_line(args.threads) + f"; {note}")
-    print(f"{args.steps} timed steps per framework after {args.warmup} warmup, run in turn "
+    burst = f", {args.burst} back to back per turn" if args.burst > 1 else ""
+    print(f"{args.steps * args.burst} timed steps per framework after {args.warmup} warmup, run in turn{burst} "
           f"({' / '.join(contenders)} / ...); medians unless marked min.\n")
     results = []
     for name in args.configs:
