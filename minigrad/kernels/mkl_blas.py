@@ -49,7 +49,7 @@ _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _SMALL = 32 * 32 * 32  # m * n * k below this: NumPy's matmul (the call would cost more than it saves)
 _F32 = np.dtype(np.float32)
 
-_lib = None  # the loaded libmkl_rt
+_lib = None  # the loaded libmkl_rt (held here: the compiled callers call into it)
 
 # MKL's two functions as compiled code calls them: by names of our own, which ``load`` gives their addresses in
 # LLVM's symbol table. (Named, not embedded as addresses, so numba can cache the compiled callers on disk.)
@@ -93,7 +93,8 @@ def load(path: str) -> None:
     for name in ("cblas_sgemm", "cblas_sgemm_batch"):
         llvm.add_symbol("minigrad_mkl_" + name, ctypes.cast(getattr(lib, name), ctypes.c_void_p).value)
     ints = types.Array(types.intc, 1, "A")
-    operand = types.Array(types.float32, 2, "A", readonly=True)  # (takes writable arrays too: the ones vector is not)
+    operand = types.Array(types.float32, 2, "A", readonly=True)  # (read-only arrays, such as the cached vector of
+    # ones, and writable ones alike: numba passes a writable array where a read-only one is declared)
     _sgemm.compile((operand, operand, types.Array(types.float32, 2, "A"), ints, types.float32, types.float32))
     offsets = types.Array(types.int64, 1, "A")
     _sgemm_batch.compile((types.uintp, types.uintp, types.uintp, offsets, offsets, offsets, ints,
