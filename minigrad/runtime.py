@@ -24,8 +24,9 @@ them are quicker. Which is the case cannot be read off the machine in a glance
 ``set_threads()`` measures the work itself: the usable cores N are the affinity
 mask capped by the cgroup's CPU quota (v2 ``cpu.max``, v1 ``cfs_quota_us``;
 ``usable_cores``); then 1 and N threads (and N/2 from 4 cores) each run a few
-steps (``ThreadTuner``; a step is one call of the top-level model, so a training
-step or a sampled token; with no Module, one backward()), the quicker is kept, and the candidates are timed
+steps, at least 20 ms of them, the first after a change of count not counted (``ThreadTuner``; a step is
+one call of the top-level model, so a training step or a sampled token; with no Module, one backward()),
+the quicker is kept, and the candidates are timed
 again when the step time drifts by 30% or after 500 steps. A count that is clearly slower is given up
 within its first step (beside a busy process a 2-thread step can take many times a 1-thread one), and
 while a count is only on trial the [fast] backend's products keep the choices in force. Where there is no
@@ -336,12 +337,15 @@ class ThreadTuner:
     """Chooses the thread count from the time the process's own steps take: measured, not guessed.
 
     ``tick()`` is called at the start of every step. The first two steps (warm-up)
-    are not counted; then each candidate count runs ``trial`` steps, or one if that
-    step is already 1.5x the best median so far (why keep running a count that
-    is clearly worse), and the count with the lowest median step time is kept.
+    are not counted; then each candidate count runs ``trial`` steps and at least
+    ``trial_seconds`` of them (a sampled token's step takes a millisecond: a few
+    steps are noise), or one if that step is already 1.5x the best median so far
+    (why keep running a count that is clearly worse), and the count with the
+    lowest median step time is kept. The first step after a change of count is
+    not counted either: the pools' threads wake and MKL's products warm up there.
     A count tried after another is given up within its step, at the first kernel
     call past 1.5x the best median so far (``modes.step_deadline``): the rest of
-    that step runs on the quickest count so far.
+    that step runs on the quickest count so far, and the count is done.
     While it runs, the median of the last 5 steps is watched against that of its
     first 5 steady steps: when it moves by
     more than ``drift`` (another program started or stopped) in the direction
@@ -353,10 +357,10 @@ class ThreadTuner:
     the tuner applies each count it tries with ``trial`` True, and the one it keeps with False.
     """
 
-    def __init__(self, candidates: list[int], cores_reason: str, trial: int = 3, drift: float = 0.3,
-                 recheck: int = 500, clock=time.perf_counter, apply=None, say=None):
+    def __init__(self, candidates: list[int], cores_reason: str, trial: int = 3, trial_seconds: float = 0.02,
+                 drift: float = 0.3, recheck: int = 500, clock=time.perf_counter, apply=None, say=None):
         self.candidates, self.cores_reason = candidates, cores_reason
-        self.trial, self.drift, self.recheck = trial, drift, recheck
+        self.trial, self.trial_seconds, self.drift, self.recheck = trial, trial_seconds, drift, recheck
         self.clock, self.apply = clock, apply or _apply
         self.say = say if say is not None else (_say if os.environ.get("MINIGRAD_THREADS_VERBOSE") else None)
         self.window = 5  # the steady steps whose median is compared with the chosen count's
@@ -366,11 +370,14 @@ class ThreadTuner:
         self.chosen: int | None = None
         self.history: list[str] = []
         self.deadline: float | None = None  # while a count is tried after another: when to give it up (the clock's)
+        self.given_up = False  # the count on trial passed its deadline within this step
+        self.current = None
         self._start_trial(settle=2)  # the first two steps: warm-up (allocations, caches)
 
     def _start_trial(self, settle: int) -> None:
         self.times = {n: [] for n in self.candidates}
-        self.index, self.settle = 0, settle
+        self.index = 0
+        self.settle = max(settle, int(self.current != self.candidates[0]))  # (a change of count: one step to settle)
         self.apply(self.candidates[0], True)
         self.current = self.candidates[0]
 
@@ -395,7 +402,7 @@ class ThreadTuner:
         step = now - last
         if self.chosen is None or self.index < len(self.candidates):
             self._trial_step(step)
-            if self.index < len(self.candidates) and not self.settle:
+            if self.index < len(self.candidates):
                 timed = [_median(v) for n, v in self.times.items() if v and n != self.current]
                 if timed:  # a count tried after another: given up within this step once it is clearly slower
                     self._arm_deadline(now + 1.5 * min(timed))
@@ -417,20 +424,27 @@ class ThreadTuner:
             timed = {n: _median(v) for n, v in self.times.items() if v and n != self.current}
             self.apply(min(timed, key=timed.get), True)  # the quickest so far, for the rest of the step
             self._arm_deadline(None)
+            self.given_up = True
 
     def _trial_step(self, step: float) -> None:
-        if self.settle:
+        # Beside busy cores 2 threads can be 5x slower: a step that slow decides the count, settling or not.
+        timed = [_median(v) for n, v in self.times.items() if v and n != self.current]
+        clearly_slower = self.given_up or bool(timed and step > 1.5 * min(timed))
+        self.given_up = False
+        if self.settle and not clearly_slower:
             self.settle -= 1
             return
-        self.times[self.current].append(step)
-        timed = [_median(v) for n, v in self.times.items() if v and n != self.current]
-        clearly_slower = timed and step > 1.5 * min(timed)  # (beside busy cores, 2 threads can be 5x slower)
-        if len(self.times[self.current]) < self.trial and not clearly_slower:
+        self.settle = 0
+        mine = self.times[self.current]
+        mine.append(step)
+        enough = len(mine) >= self.trial and sum(mine) >= self.trial_seconds or len(mine) >= _TRIAL_MOST
+        if not (enough or clearly_slower):
             return
         self.index += 1
         if self.index < len(self.candidates):
             self.current = self.candidates[self.index]
             self.apply(self.current, True)  # from the next step on: no step is split between two counts
+            self.settle = 1  # (its first step: threads waking, products warming up)
             return
         medians = {n: _median(v) for n, v in self.times.items()}
         best = min(medians, key=medians.get)
@@ -441,7 +455,7 @@ class ThreadTuner:
         # The drift is measured from the first steady steps, not from the trial's: the first steps of a
         # run are slower (memory still being mapped, caches cold), and would make every later step look quick.
         self.chosen, self.current, self.baseline, self.recent, self.steps = best, best, None, [], 0
-        timed = ", ".join(f"{n}: {1000 * t:.0f} ms" for n, t in medians.items())
+        timed = ", ".join(f"{n}: {1000 * t:.3g} ms" for n, t in medians.items())
         line = f"auto: {best} measured quickest (median step {timed}; {self.cores_reason})"
         self.history.append(line)
         global _choice
@@ -470,6 +484,9 @@ class ThreadTuner:
         """
         fewest, most = self.chosen == self.candidates[0], self.chosen == self.candidates[-1]
         return (ratio < 1 - self.drift and not most) or (ratio > 1 + self.drift and not fewest)
+
+
+_TRIAL_MOST = 50  # steps of one count in a trial, however short its steps
 
 
 def _median(values: list[float]) -> float:

@@ -133,6 +133,45 @@ def test_the_first_two_steps_are_warm_up_and_not_counted():
     assert tuner.times[1] == pytest.approx([0.10] * 3)
 
 
+class WarmingSteps(FakeSteps):
+    """FakeSteps whose first step after each change of count costs ``first`` seconds more (threads waking)."""
+
+    def __init__(self, cost, first):
+        super().__init__(cost)
+        self.first, self.fresh = first, False
+
+    def apply(self, n, trial=False):
+        self.fresh = n != self.threads
+        super().apply(n, trial)
+
+    def run(self, tuner, steps):
+        for _ in range(steps):
+            tuner.tick()
+            self.now += self.cost[self.threads] + self.first * self.fresh
+            self.fresh = False
+
+
+def test_the_first_step_after_a_change_of_count_is_not_counted():
+    # Sampling: 2 threads' first steps after the switch were slower than 1 thread's (its pools waking, MKL's
+    # products warming up), and 1 thread was kept where 2 threads were 1.15x quicker.
+    steps = WarmingSteps({1: 0.10, 2: 0.08}, first=0.05)
+    tuner = _tuner(steps)
+    steps.run(tuner, 12)
+    assert tuner.times[2] == pytest.approx([0.08] * 3) and tuner.chosen == 2
+
+
+def test_short_steps_are_timed_for_a_while_not_just_three_of_them():
+    steps = FakeSteps({1: 0.0010, 2: 0.0008})  # a sampled token: a millisecond
+    tuner = _tuner(steps)
+    steps.run(tuner, 80)
+    assert len(tuner.times[1]) == 20 and len(tuner.times[2]) == 25  # 0.02 s of steps each
+    assert tuner.chosen == 2
+    steps = FakeSteps({1: 1e-5, 2: 2e-5})
+    tuner = _tuner(steps)
+    steps.run(tuner, 200)
+    assert len(tuner.times[1]) == 50 and tuner.chosen == 1  # however short the steps, at most 50 each
+
+
 def test_the_tuner_measures_again_when_the_step_time_drifts():
     steps = FakeSteps({1: 0.10, 2: 0.06})
     tuner = _tuner(steps)
