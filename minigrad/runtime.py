@@ -344,9 +344,8 @@ class ThreadTuner:
     lowest median step time is kept. The first step after a change of count is
     not counted either: the pools' threads wake and MKL's products warm up there.
     A count tried after another is given up within its step, at the first kernel
-    call past 1.5x the best median so far (and past ``trial_seconds``: a slow
-    millisecond costs nothing) (``modes.step_deadline``): the rest of that step
-    runs on the quickest count so far, and the count is done.
+    call past 1.5x the best median so far (``modes.step_deadline``): the rest of
+    that step runs on the quickest count so far, and the count is done.
     While it runs, the median of the last 5 steps is watched against that of its
     first 5 steady steps: when it moves by
     more than ``drift`` (another program started or stopped) in the direction
@@ -406,7 +405,7 @@ class ThreadTuner:
             if self.index < len(self.candidates):
                 timed = [_median(v) for n, v in self.times.items() if v and n != self.current]
                 if timed:  # a count tried after another: given up within this step once it is clearly slower
-                    self._arm_deadline(now + max(1.5 * min(timed), self.trial_seconds))
+                    self._arm_deadline(now + 1.5 * min(timed))
         else:
             self._steady_step(step)
 
@@ -428,18 +427,15 @@ class ThreadTuner:
             self.given_up = True
 
     def _trial_step(self, step: float) -> None:
-        # Beside busy cores 2 threads can be 20x slower: a step that slow decides the count, settling or not,
-        # once it costs something: a step of trial_seconds or more, or the count's third. (A count's first
-        # steps after a switch are slow while its threads wake: in a short step, that is most of it.)
+        # Beside busy cores 2 threads can be 5x slower: a step that slow decides the count, settling or not.
         timed = [_median(v) for n, v in self.times.items() if v and n != self.current]
-        mine = self.times[self.current]
-        slow = bool(timed and step > 1.5 * min(timed))
-        clearly_slower = self.given_up or (slow and (step >= self.trial_seconds or len(mine) + 1 >= self.trial))
+        clearly_slower = self.given_up or bool(timed and step > 1.5 * min(timed))
         self.given_up = False
         if self.settle and not clearly_slower:
             self.settle -= 1
             return
         self.settle = 0
+        mine = self.times[self.current]
         mine.append(step)
         enough = len(mine) >= self.trial and sum(mine) >= self.trial_seconds or len(mine) >= _TRIAL_MOST
         if not (enough or clearly_slower):

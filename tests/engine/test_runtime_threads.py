@@ -172,22 +172,6 @@ def test_short_steps_are_timed_for_a_while_not_just_three_of_them():
     assert len(tuner.times[1]) == 50 and tuner.chosen == 1  # however short the steps, at most 50 each
 
 
-def test_short_steps_of_a_count_still_warming_up_do_not_decide_it():
-    # demos.sample on an idle machine: 1-ms steps on 1 thread, then 2 threads' first steps 1.3 to 1.6 ms while
-    # its threads woke, then 0.8. A slow step of a millisecond or two ended the count's trial at once.
-    steps = FakeSteps({1: 0.0010, 2: 0.0008})
-    slow_steps = iter([0.0016] * 3)
-    tuner = _tuner(steps)
-
-    def tick_and_run(n):
-        for _ in range(n):
-            tuner.tick()
-            steps.now += next(slow_steps, steps.cost[2]) if steps.threads == 2 else steps.cost[1]
-
-    tick_and_run(80)
-    assert tuner.chosen == 2 and tuner.times[2][:2] == pytest.approx([0.0016] * 2)
-
-
 def test_the_tuner_measures_again_when_the_step_time_drifts():
     steps = FakeSteps({1: 0.10, 2: 0.06})
     tuner = _tuner(steps)
