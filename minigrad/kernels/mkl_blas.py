@@ -233,31 +233,16 @@ class _StackPlan:
                     None if self.copy_a else a_lay, None if self.copy_b else b_lay)
 
 
-_plans: dict[tuple, _StackPlan] = {}
-_PLANS_KEPT = 256  # plans past this many are dropped and made again (a run whose shapes keep changing)
-
-
-def _plan(a: np.ndarray, b: np.ndarray) -> _StackPlan:
-    """The plan for ``a @ b`` (stacks whose batch axes broadcast), made the first time these shapes and strides
-    are seen."""
-    key = (a.shape, a.strides, b.shape, b.strides)
-    plan = _plans.get(key)
-    if plan is None:
-        if len(_plans) >= _PLANS_KEPT:
-            _plans.clear()
-        plan = _plans[key] = _StackPlan(*key)
-    return plan
-
-
 _ALPHA_BETA = np.array([1.0, 0.0], _F32)  # every stack is out = 1 * a @ b + 0 * out
 
 
 def gemm_batch(a: np.ndarray, b: np.ndarray, plan: _StackPlan | None = None) -> np.ndarray:
     """``a @ b`` for float32 stacks a (..., M, K), b (..., K, N) whose batch axes broadcast, as one
     ``cblas_sgemm_batch`` call over the stack; the result (batch..., M, N) is C-ordered. Each matrix is
-    passed by its address: its array's start plus the offset the plan (``_plan(a, b)``) holds for it."""
+    passed by its address: its array's start plus the offset the plan holds for it (the kernel form's plans
+    are kept: ``_form_plan``)."""
     if plan is None:
-        plan = _plan(a, b)
+        plan = _StackPlan(a.shape, a.strides, b.shape, b.strides)
     out = np.empty(plan.out_shape, _F32)
     count, m, n, k = plan.ints[8], plan.ints[2], plan.ints[3], plan.ints[4]
     if count == 0 or m == 0 or n == 0:
@@ -333,6 +318,7 @@ class _ProductPlan:
 
 
 _product_plans: dict[tuple, _ProductPlan | _StackPlan | None] = {}  # signature -> plan, None: NumPy's matmul
+_PLANS_KEPT = 256  # plans past this many are dropped and made again (a run whose shapes keep changing)
 
 
 def _form_plan(name: str, a: np.ndarray, b: np.ndarray, bias=None):
@@ -351,7 +337,7 @@ def _form_plan(name: str, a: np.ndarray, b: np.ndarray, bias=None):
     elif _takes_matmul(a, b):
         plan = _ProductPlan(name, a, b, None)
     else:
-        plan = _plan(a, b) if _takes_batch(a, b) else None
+        plan = _StackPlan(a.shape, a.strides, b.shape, b.strides) if _takes_batch(a, b) else None
     _product_plans[signature] = plan
     return plan
 

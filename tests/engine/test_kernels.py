@@ -636,14 +636,19 @@ def test_a_stack_plan_made_once_serves_every_later_array_of_its_shapes_and_strid
     from minigrad.kernels import mkl_blas
 
     rng = np.random.default_rng(0)
+    plans = set()
     for _ in range(3):
-        qkv = rng.standard_normal((2, 5, 3, 4, 8)).astype(np.float32)
+        qkv = rng.standard_normal((2, 40, 3, 4, 16)).astype(np.float32)
         q, k = qkv[:, :, 0].transpose(0, 2, 1, 3), qkv[:, :, 1].transpose(0, 2, 3, 1)  # head-split views
-        every_other = rng.standard_normal((2, 4, 8, 10)).astype(np.float32)[..., ::2]  # copied first
+        every_other = rng.standard_normal((2, 4, 16, 80)).astype(np.float32)[..., ::2]  # copied first
         for a, b in ((q, k), (q, every_other), (q[:, :1], k)):
-            got = mkl_blas.gemm_batch(a, b)
-            np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-5)
-    assert mkl_blas._plan(q, k) is mkl_blas._plan(qkv[:, :, 2].transpose(0, 2, 1, 3), k)  # same strides: one plan
+            plan = mkl_blas._form_plan("matmul", a, b)
+            assert isinstance(plan, mkl_blas._StackPlan)
+            plans.add(id(plan))
+            got = mkl_blas.gemm_batch(a, b, plan)
+            np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
+    assert len(plans) == 3  # one per layout, kept across the arrays
+    assert mkl_blas._form_plan("matmul", qkv[:, :, 2].transpose(0, 2, 1, 3), k) is mkl_blas._form_plan("matmul", q, k)
 
 
 # --------------------------------------------------------------------------------------
