@@ -90,20 +90,24 @@ def test_one_core_is_one_thread_with_nothing_to_measure(fake_machine):
 
 
 class FakeSteps:
-    """A clock and a thread setting: each step takes ``cost[threads]`` seconds."""
+    """A clock and a thread setting: each step takes ``cost[threads]`` seconds, and the first step after a change
+    of count ``first`` seconds more (its threads waking)."""
 
-    def __init__(self, cost):
-        self.cost, self.now, self.threads, self.applied = cost, 0.0, None, []
+    def __init__(self, cost, first=0.0):
+        self.cost, self.first, self.now, self.threads, self.applied, self.trials = cost, first, 0.0, None, [], []
+        self.fresh = False
 
     def apply(self, n, trial=False):
+        self.fresh = n != self.threads
         self.threads = n
         self.applied.append(n)
-        self.trials = getattr(self, "trials", []) + [trial]
+        self.trials.append(trial)
 
     def run(self, tuner, steps):
         for _ in range(steps):
             tuner.tick()
-            self.now += self.cost[self.threads]
+            self.now += self.cost[self.threads] + self.first * self.fresh
+            self.fresh = False
 
 
 def _tuner(steps: FakeSteps, **kw) -> runtime.ThreadTuner:
@@ -133,28 +137,10 @@ def test_the_first_two_steps_are_warm_up_and_not_counted():
     assert tuner.times[1] == pytest.approx([0.10] * 3)
 
 
-class WarmingSteps(FakeSteps):
-    """FakeSteps whose first step after each change of count costs ``first`` seconds more (threads waking)."""
-
-    def __init__(self, cost, first):
-        super().__init__(cost)
-        self.first, self.fresh = first, False
-
-    def apply(self, n, trial=False):
-        self.fresh = n != self.threads
-        super().apply(n, trial)
-
-    def run(self, tuner, steps):
-        for _ in range(steps):
-            tuner.tick()
-            self.now += self.cost[self.threads] + self.first * self.fresh
-            self.fresh = False
-
-
 def test_the_first_step_after_a_change_of_count_is_not_counted():
     # Sampling: 2 threads' first steps after the switch were slower than 1 thread's (its pools waking, MKL's
     # products warming up), and 1 thread was kept where 2 threads were 1.15x quicker.
-    steps = WarmingSteps({1: 0.10, 2: 0.08}, first=0.05)
+    steps = FakeSteps({1: 0.10, 2: 0.08}, first=0.05)
     tuner = _tuner(steps)
     steps.run(tuner, 12)
     assert tuner.times[2] == pytest.approx([0.08] * 3) and tuner.chosen == 2
