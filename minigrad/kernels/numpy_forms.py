@@ -513,19 +513,22 @@ def _gelu_gate_plain(x, approximate="none"):
     return 0.5 * (1.0 + erf(x * (1 / math.sqrt(2.0))))  # (a Python float keeps float32 float32)
 
 
-def _gelu_tanh_inner(out: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """out = tanh(sqrt(2/pi) * (x + 0.044715 x**3)), written as in-place passes over ``out``."""
-    np.square(x, out=out)  # (np.square is one read of x; np.multiply(x, x) reads it twice)
-    out *= SQRT_2_OVER_PI * GELU_CUBIC
-    out += SQRT_2_OVER_PI
-    out *= x
-    return np.tanh(out, out=out)
-
-
 def _gelu_tanh_gate_block(gate: np.ndarray, x: np.ndarray) -> None:
-    _gelu_tanh_inner(gate, x)
+    """gate = 0.5 * (1 + tanh(u)), u = SQRT_2_OVER_PI * (x + GELU_CUBIC x**3), written as 1 / (1 + exp(-2u)).
+
+    The two are one function (0.5 (1 + tanh u) is the logistic of 2u), and NumPy's float32 exp
+    is about twice as quick as its tanh. In place over ``gate``: -2u, exp, + 1, reciprocal. Where
+    x is far below 0, exp(-2u) overflows to inf and the gate is exactly 0, as tanh's -1 gives;
+    there the logistic is the more accurate of the two (1 + tanh u loses the digits of a tiny gate).
+    """
+    np.square(x, out=gate)  # (np.square is one read of x; np.multiply(x, x) reads it twice)
+    gate *= -2 * SQRT_2_OVER_PI * GELU_CUBIC
+    gate += -2 * SQRT_2_OVER_PI
+    gate *= x  # -2u
+    with np.errstate(over="ignore"):  # exp(-2u) = inf: the gate is 0
+        np.exp(gate, out=gate)
     gate += 1.0
-    gate *= 0.5
+    np.divide(1.0, gate, out=gate)
 
 
 @kernel(plain=_gelu_gate_plain)
