@@ -487,14 +487,23 @@ def erf_chebyshev(x: np.ndarray) -> np.ndarray:
     return out.astype(x.dtype if x.dtype.kind == "f" else work, copy=False)
 
 
+@functools.cache
+def scipy_erf():
+    """SciPy's erf ufunc when SciPy is installed, else None. Looked up once: Python does not remember a
+    failed import, and trying it again on every call cost 0.1 ms."""
+    try:
+        from scipy.special import erf as found
+    except ImportError:
+        return None
+    return found
+
+
 @kernel(plain=_erf_plain)
 def erf(x: np.ndarray) -> np.ndarray:
     """``math.erf`` of every element (NumPy has none): SciPy's erf when installed, else ``erf_chebyshev``."""
-    try:
-        from scipy.special import erf as scipy_erf
-    except ImportError:
+    if scipy_erf() is None:
         return erf_chebyshev(x)
-    return np.asarray(scipy_erf(x)).astype(x.dtype if x.dtype.kind == "f" else _float_dtype(x), copy=False)
+    return np.asarray(scipy_erf()(x)).astype(x.dtype if x.dtype.kind == "f" else _float_dtype(x), copy=False)
 
 
 # GELU's constants, here once: fused.py's composites and numba_forms.py's loops use these.
@@ -531,14 +540,50 @@ def _gelu_tanh_gate_block(gate: np.ndarray, x: np.ndarray) -> None:
     np.divide(1.0, gate, out=gate)
 
 
+# Numerical Recipes' fit of erfc (Chebyshev-based), for z >= 0: erfc(z) = t exp(-z**2 + P(t)), t = 1 / (1 + z/2),
+# P the polynomial with these coefficients (constant term first); fractional error under 1.2e-7 everywhere.
+_ERFC_FIT = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398, 1.48851587,
+             -0.82215223, 0.17087277)
+
+
+def _gelu_erf_gate_block(gate: np.ndarray, x: np.ndarray) -> None:
+    """gate = Phi(x) = erfc(-x / sqrt(2)) / 2 for float32 x, from ``_ERFC_FIT``, in place over ``gate``.
+
+    Phi(-|x|) = t exp(P(t) - x**2 / 2) / 2 with z = |x| / sqrt(2); where x > 0, 1 minus that. A dozen
+    passes and one exp, where erf's two Chebyshev fits take some sixty: for float32's resolution the
+    one fit is enough. Within 3e-7 of the gate, and within 2e-6 of itself where it is above 1e-6
+    (x > -4.75); a smaller gate within about 1e-5 of itself, as x**2 / 2 rounds inside the exp.
+    NaN stays NaN; x = -inf gives 0 and +inf gives 1.
+    """
+    t = np.abs(x)
+    t *= 0.5 / math.sqrt(2.0)  # z / 2
+    t += 1.0
+    np.divide(1.0, t, out=t)
+    np.multiply(t, _ERFC_FIT[-1], out=gate)  # P(t) by Horner's rule
+    for c in _ERFC_FIT[-2:0:-1]:
+        gate += c
+        gate *= t
+    gate += _ERFC_FIT[0] - math.log(2.0)  # (Phi's factor 1/2, inside the exp)
+    with np.errstate(over="ignore"):  # x**2 = inf: exp(-inf) = 0, the gate's limit
+        half_square = np.square(x)
+    half_square *= 0.5
+    gate -= half_square
+    np.exp(gate, out=gate)
+    gate *= t  # Phi(-|x|)
+    np.subtract(1.0, gate, out=gate, where=x > 0)  # Phi(x) = 1 - Phi(-x)
+
+
 @kernel(plain=_gelu_gate_plain)
 def gelu_gate(x: np.ndarray, approximate: str = "none") -> np.ndarray:
     """GELU's gate, the factor multiplying x: ``0.5 * (1 + erf(x / sqrt(2)))`` (Phi(x)) or its tanh form.
 
-    The tanh form goes block by block in place; the exact one is erf plus two in-place passes.
+    The tanh form goes block by block in place, and so does the exact one in float32 (one erfc fit);
+    in other dtypes the exact one is erf plus two in-place passes.
     """
     if approximate == "tanh":
         return blockwise(_gelu_tanh_gate_block, x)
+    if x.dtype == np.float32:
+        return blockwise(_gelu_erf_gate_block, x)
     gate = erf(x * (1 / math.sqrt(2.0)))
     gate += 1.0
     gate *= 0.5
@@ -555,11 +600,18 @@ def _gelu_tanh_block(out: np.ndarray, gate: np.ndarray, x: np.ndarray) -> None:
     np.multiply(x, gate, out=out)
 
 
+def _gelu_erf_block(out: np.ndarray, gate: np.ndarray, x: np.ndarray) -> None:
+    _gelu_erf_gate_block(gate, x)
+    np.multiply(x, gate, out=out)
+
+
 @kernel(plain=_gelu_plain)
 def gelu(x: np.ndarray, approximate: str = "none") -> tuple[np.ndarray, np.ndarray]:
     """``(x * gate, gate)``, gate = ``gelu_gate(x, approximate)``: GELU and the gate its backward reuses."""
     if approximate == "tanh":
         return blockwise(_gelu_tanh_block, x, outputs=2)
+    if x.dtype == np.float32:
+        return blockwise(_gelu_erf_block, x, outputs=2)
     gate = gelu_gate(x)
     return x * gate, gate
 

@@ -913,16 +913,42 @@ def test_erf(x):
 def test_erf_takes_the_chebyshev_fits_when_scipy_is_missing(monkeypatch):
     # The branch without SciPy (this suite's usual one, as SciPy is no dependency) and, where SciPy is
     # installed, the one with it: both against math.erf, on both sides of each fit's interval.
-    import sys
+
+    from minigrad.kernels import numpy_forms
 
     x = np.concatenate([np.linspace(-7, 7, 2001), [0.0, -0.0, 1e-300, 5e-324, 1.0, -1.0, 4.0, 6.0, np.inf, np.nan]])
     expected = KERNELS["erf"].plain(x)
-    monkeypatch.setitem(sys.modules, "scipy.special", None)  # `from scipy.special import erf` now fails
+    monkeypatch.setattr(numpy_forms, "scipy_erf", lambda: None)  # as if `from scipy.special import erf` failed
     assert_close(KERNELS["erf"].fast(x), expected, np.float64, scale=0, ulps=16)
     assert_close(KERNELS["erf"].fast(x.astype(np.float32)), expected.astype(np.float32), np.float32, scale=0, ulps=4)
     monkeypatch.undo()
     pytest.importorskip("scipy.special")
     assert_close(KERNELS["erf"].fast(x), expected, np.float64, scale=0, ulps=4)
+
+
+def test_erf_looks_for_scipy_once_not_on_every_call(monkeypatch):
+    # Python does not remember a failed import: trying `from scipy.special import erf` on each call cost 0.1 ms.
+    import builtins
+    import sys
+
+    from minigrad.kernels import numpy_forms
+
+    tries = []
+    real_import = builtins.__import__
+
+    def counting_import(name, *args, **kwargs):
+        tries.extend([name] if name == "scipy.special" else [])
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setitem(sys.modules, "scipy.special", None)  # the import fails, as without SciPy
+    monkeypatch.setattr(builtins, "__import__", counting_import)
+    numpy_forms.scipy_erf.cache_clear()
+    try:
+        for _ in range(3):
+            numpy_forms.erf(np.linspace(-3, 3, 7))
+    finally:
+        numpy_forms.scipy_erf.cache_clear()  # the next call looks again, with SciPy as it really is
+    assert tries == ["scipy.special"]
 
 
 @covers("gelu_gate", "gelu", "gelu_grad")
@@ -1181,6 +1207,23 @@ def test_gelu_passes_its_kept_gate_to_backward_and_checks_a_given_one():
     assert y._saved is None  # dropped with the graph
     with pytest.raises(mg.OpError, match="gelu_grad: the gate saved by gelu\\(x\\) must have x's shape"):
         mg.fused.gelu_grad(mg.tensor(np.ones((3, 4))), mg.tensor(np.ones((3, 4))), saved=np.ones(4))
+
+
+def test_exact_gelu_gate_in_float32_is_one_erfc_fit_within_its_stated_error():
+    # numpy_forms._gelu_erf_gate_block: Phi(x) from one fit of erfc, where float64 keeps erf's two fits.
+    from minigrad.kernels import numpy_forms
+
+    x = np.concatenate([np.linspace(-13, 13, 260001), -np.logspace(-30, 1.1, 2001), np.logspace(-30, 1.1, 2001),
+                        [0.0, -0.0]]).astype(np.float32)
+    gate = numpy_forms.gelu_gate(x)
+    out, kept = numpy_forms.gelu(x)
+    truth = np.array([0.5 * math.erfc(-float(v) / math.sqrt(2)) for v in x])
+    assert gate.dtype == np.float32 and np.array_equal(kept, gate) and np.array_equal(out, x * gate)
+    assert np.abs(gate - truth).max() <= 3e-7
+    relative = np.abs(gate - truth) / truth
+    assert relative[truth > 1e-6].max() <= 2e-6 and relative[truth > 1e-37].max() <= 2e-5
+    special = numpy_forms.gelu_gate(np.array([np.nan, np.inf, -np.inf, 1e20, -1e20, 3e38, -3e38], np.float32))
+    np.testing.assert_array_equal(special, [np.nan, 1, 0, 1, 0, 1, 0])
 
 
 def test_erf_without_scipy_matches_math_erf_to_the_last_digits():
