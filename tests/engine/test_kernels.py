@@ -913,7 +913,6 @@ def test_erf(x):
 def test_erf_takes_the_chebyshev_fits_when_scipy_is_missing(monkeypatch):
     # The branch without SciPy (this suite's usual one, as SciPy is no dependency) and, where SciPy is
     # installed, the one with it: both against math.erf, on both sides of each fit's interval.
-
     from minigrad.kernels import numpy_forms
 
     x = np.concatenate([np.linspace(-7, 7, 2001), [0.0, -0.0, 1e-300, 5e-324, 1.0, -1.0, 4.0, 6.0, np.inf, np.nan]])
