@@ -101,14 +101,6 @@ def _exp32(x):
     return out
 
 
-@numba.njit(inline="always", cache=True, error_model="numpy")
-def _tanh32(u):
-    """tanh(u) from one exp: (1 - t) / (1 + t) with t = exp(-2|u|), the sign put back."""
-    t = _exp32(_F32(-2.0) * abs(u))
-    out = (_F32(1.0) - t) / (_F32(1.0) + t)
-    return out if u >= 0 else -out
-
-
 # --------------------------------------------------------------------------------------
 # Sums over a row, in any order: ``reassoc`` lets LLVM vectorise them. (A function of its
 # own, so that only these additions may be reordered: never exp's range reduction.)
@@ -156,7 +148,8 @@ def _row_dot_weighted(g, w, xhat, r):
 def _gelu_tanh(x, out, gate):
     for i in prange(x.size):
         v = x[i]
-        s = _F32(0.5) * (_F32(1.0) + _tanh32(_SQRT_2_OVER_PI * (v + _GELU_CUBIC * v * v * v)))
+        u = _SQRT_2_OVER_PI * (v + _GELU_CUBIC * v * v * v)
+        s = _F32(1.0) / (_F32(1.0) + _exp32(_F32(-2.0) * u))  # (1 + tanh u) / 2, as a logistic: no cancellation
         gate[i] = s
         out[i] = v * s
 
