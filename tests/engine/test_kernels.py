@@ -1208,6 +1208,22 @@ def test_gelu_passes_its_kept_gate_to_backward_and_checks_a_given_one():
         mg.fused.gelu_grad(mg.tensor(np.ones((3, 4))), mg.tensor(np.ones((3, 4))), saved=np.ones(4))
 
 
+def test_the_gelu_tanh_gate_keeps_a_small_gates_digits():
+    # (1 + tanh u) / 2 cancels for u far below 0 (a gate of 1e-10 came out 0 or 6e-8 in float32); the
+    # kernels compute it as the logistic 1 / (1 + exp(-2u)), which keeps them.
+    from minigrad.kernels import GELU_CUBIC, SQRT_2_OVER_PI, numpy_forms
+
+    x = np.linspace(-9, -3, 6001).astype(np.float32)
+    u = SQRT_2_OVER_PI * (x.astype(np.float64) + GELU_CUBIC * x.astype(np.float64) ** 3)
+    truth = np.exp(2 * u) / (1 + np.exp(2 * u))  # e^u / (e^u + e^-u), from 1e-29 to 4e-3 (in float64 the plain
+    # form cancels too, below 1e-16)
+    forms = {"numpy": numpy_forms.gelu_gate(x, "tanh")}
+    if KERNELS["gelu"].compiled is not None:
+        forms["compiled"] = KERNELS["gelu"].compiled(x, "tanh")[1]
+    for name, gate in forms.items():
+        assert (np.abs(gate - truth) / truth).max() <= 1e-4, name
+
+
 def test_exact_gelu_gate_in_float32_is_one_erfc_fit_within_its_stated_error():
     # numpy_forms._gelu_erf_gate_block: Phi(x) from one fit of erfc, where float64 keeps erf's two fits.
     from minigrad.kernels import numpy_forms
