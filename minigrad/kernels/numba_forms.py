@@ -33,7 +33,7 @@ from numba import prange
 from numba.core import types
 from numba.extending import intrinsic
 
-from .numpy_forms import GELU_CUBIC, GELU_SATURATED, INV_SQRT_2PI, SQRT_2_OVER_PI
+from .numpy_forms import _ERFC_FIT, GELU_CUBIC, GELU_SATURATED, INV_SQRT_2PI, SQRT_2_OVER_PI
 
 _F32 = np.float32
 _LOG2E = _F32(1.4426950408889634)
@@ -44,6 +44,11 @@ _SQRT_2_OVER_PI = _F32(SQRT_2_OVER_PI)
 _GELU_CUBIC = _F32(GELU_CUBIC)
 _GELU_SATURATED = _F32(GELU_SATURATED)  # x clipped to +-this in the gradient: x**2 stays finite
 _INV_SQRT_2PI = _F32(INV_SQRT_2PI)
+# The exact gate's fit of erfc (numpy_forms._ERFC_FIT) in float32; its constant term with Phi's factor 1/2
+# folded in (as ln 1/2, inside the exp).
+_E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9 = (_F32(c) for c in _ERFC_FIT[1:])
+_ERFC_C0_HALF = _F32(_ERFC_FIT[0] - math.log(2.0))
+_HALF_OVER_SQRT2 = _F32(0.5 / math.sqrt(2.0))
 
 # Below this many elements (in its first argument) a parallel form hands the call to the NumPy form. On idle
 # cores a parallel loop is the quicker down to 16 elements, but it waits for every thread of the pool, and on a
@@ -150,6 +155,18 @@ def _gelu_tanh(x, out, gate):
         v = x[i]
         u = _SQRT_2_OVER_PI * (v + _GELU_CUBIC * v * v * v)
         s = _F32(1.0) / (_F32(1.0) + _exp32(_F32(-2.0) * u))  # (1 + tanh u) / 2, as a logistic: no cancellation
+        gate[i] = s
+        out[i] = v * s
+
+
+@pjit
+def _gelu_erf(x, out, gate):
+    for i in prange(x.size):
+        v = x[i]
+        t = _F32(1.0) / (_F32(1.0) + _HALF_OVER_SQRT2 * abs(v))  # 1 / (1 + z/2), z = |v| / sqrt(2)
+        p = ((((((((_E9 * t + _E8) * t + _E7) * t + _E6) * t + _E5) * t + _E4) * t + _E3) * t + _E2) * t + _E1) * t
+        lower = t * _exp32(p + _ERFC_C0_HALF - _F32(0.5) * v * v)  # Phi(-|v|) = erfc(z) / 2
+        s = _F32(1.0) - lower if v > _F32(0.0) else lower
         gate[i] = s
         out[i] = v * s
 
@@ -395,15 +412,16 @@ def make_forms(numpy_forms: dict, matmul=np.matmul) -> dict:
 
     def gelu(x, approximate="none"):
         x = _packed(x)
-        if approximate != "tanh" or not _ok(x):
+        if not _ok(x):
             return fallback("gelu")(x, approximate)
         out, gate = np.empty_like(x), np.empty_like(x)
-        _gelu_tanh(x.reshape(-1), out.reshape(-1), gate.reshape(-1))
+        loop = _gelu_tanh if approximate == "tanh" else _gelu_erf
+        loop(x.reshape(-1), out.reshape(-1), gate.reshape(-1))
         return out, gate
 
     def gelu_gate(x, approximate="none"):
         x = _packed(x)
-        if approximate != "tanh" or not _ok(x):
+        if not _ok(x):
             return fallback("gelu_gate")(x, approximate)
         return gelu(x, approximate)[1]  # (the loop computes both: the gate alone costs the same)
 

@@ -1225,20 +1225,25 @@ def test_the_gelu_tanh_gate_keeps_a_small_gates_digits():
 
 
 def test_exact_gelu_gate_in_float32_is_one_erfc_fit_within_its_stated_error():
-    # numpy_forms._gelu_erf_gate_block: Phi(x) from one fit of erfc, where float64 keeps erf's two fits.
+    # Phi(x) from one fit of erfc (numpy_forms._gelu_erf_gate_block, and the compiled loop _gelu_erf), where
+    # float64 keeps erf's two fits.
     from minigrad.kernels import numpy_forms
 
     x = np.concatenate([np.linspace(-13, 13, 260001), -np.logspace(-30, 1.1, 2001), np.logspace(-30, 1.1, 2001),
                         [0.0, -0.0]]).astype(np.float32)
-    gate = numpy_forms.gelu_gate(x)
-    out, kept = numpy_forms.gelu(x)
     truth = np.array([0.5 * math.erfc(-float(v) / math.sqrt(2)) for v in x])
-    assert gate.dtype == np.float32 and np.array_equal(kept, gate) and np.array_equal(out, x * gate)
-    assert np.abs(gate - truth).max() <= 3e-7
-    relative = np.abs(gate - truth) / truth
-    assert relative[truth > 1e-6].max() <= 2e-6 and relative[truth > 1e-37].max() <= 2e-5
-    special = numpy_forms.gelu_gate(np.array([np.nan, np.inf, -np.inf, 1e20, -1e20, 3e38, -3e38], np.float32))
-    np.testing.assert_array_equal(special, [np.nan, 1, 0, 1, 0, 1, 0])
+    specials = np.array([np.nan, np.inf, -np.inf, 1e20, -1e20, 3e38, -3e38], np.float32)
+    forms = {"numpy": (numpy_forms.gelu, numpy_forms.gelu_gate)}
+    if KERNELS["gelu"].compiled is not None:
+        forms["compiled"] = (KERNELS["gelu"].compiled, KERNELS["gelu_gate"].compiled)
+    for name, (gelu, gelu_gate) in forms.items():
+        gate = gelu_gate(x)
+        out, kept = gelu(x)
+        assert gate.dtype == np.float32 and np.array_equal(kept, gate) and np.array_equal(out, x * gate), name
+        assert np.abs(gate - truth).max() <= 3e-7, name
+        relative = np.abs(gate - truth) / truth
+        assert relative[truth > 1e-6].max() <= 2e-6 and relative[truth > 1e-37].max() <= 2e-5, name
+        np.testing.assert_array_equal(gelu_gate(specials), [np.nan, 1, 0, 1, 0, 1, 0], err_msg=name)
 
 
 def test_erf_without_scipy_matches_math_erf_to_the_last_digits():
