@@ -33,7 +33,7 @@ from numba import prange
 from numba.core import types
 from numba.extending import intrinsic
 
-from .numpy_forms import _ERFC_FIT, GELU_CUBIC, GELU_SATURATED, INV_SQRT_2PI, SQRT_2_OVER_PI
+from .numpy_forms import ERFC_FIT, GELU_CUBIC, GELU_SATURATED, INV_SQRT_2PI, SQRT_2_OVER_PI
 
 _F32 = np.float32
 _LOG2E = _F32(1.4426950408889634)
@@ -44,10 +44,10 @@ _SQRT_2_OVER_PI = _F32(SQRT_2_OVER_PI)
 _GELU_CUBIC = _F32(GELU_CUBIC)
 _GELU_SATURATED = _F32(GELU_SATURATED)  # x clipped to +-this in the gradient: x**2 stays finite
 _INV_SQRT_2PI = _F32(INV_SQRT_2PI)
-# The exact gate's fit of erfc (numpy_forms._ERFC_FIT) in float32; its constant term with Phi's factor 1/2
+# The exact gate's fit of erfc (numpy_forms.ERFC_FIT) in float32; its constant term with Phi's factor 1/2
 # folded in (as ln 1/2, inside the exp).
-_E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9 = (_F32(c) for c in _ERFC_FIT[1:])
-_ERFC_C0_HALF = _F32(_ERFC_FIT[0] - math.log(2.0))
+_E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9 = (_F32(c) for c in ERFC_FIT[1:])
+_ERFC_C0_HALF = _F32(ERFC_FIT[0] - math.log(2.0))
 _HALF_OVER_SQRT2 = _F32(0.5 / math.sqrt(2.0))
 
 # Below this many elements (in its first argument) a parallel form hands the call to the NumPy form. On idle

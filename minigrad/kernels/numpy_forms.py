@@ -514,6 +514,11 @@ GELU_CUBIC = 0.044715
 # derivative's polynomial in x is evaluated at x clipped to this: x**3 there is finite where x itself would
 # overflow (x = 1e20 in float32), and finite * 0 is 0 where inf * 0 would be NaN.
 GELU_SATURATED = 100.0
+# The exact gate in float32 (here and in the compiled loop) from Numerical Recipes' fit of erfc (Chebyshev-based):
+# for z >= 0, erfc(z) = t exp(-z**2 + P(t)), t = 1 / (1 + z/2), P the polynomial with these coefficients
+# (constant term first); fractional error under 1.2e-7 everywhere.
+ERFC_FIT = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398, 1.48851587,
+            -0.82215223, 0.17087277)
 
 
 def _gelu_gate_plain(x, approximate="none"):
@@ -540,14 +545,8 @@ def _gelu_tanh_gate_block(gate: np.ndarray, x: np.ndarray) -> None:
     np.divide(1.0, gate, out=gate)
 
 
-# Numerical Recipes' fit of erfc (Chebyshev-based), for z >= 0: erfc(z) = t exp(-z**2 + P(t)), t = 1 / (1 + z/2),
-# P the polynomial with these coefficients (constant term first); fractional error under 1.2e-7 everywhere.
-_ERFC_FIT = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398, 1.48851587,
-             -0.82215223, 0.17087277)
-
-
 def _gelu_erf_gate_block(gate: np.ndarray, x: np.ndarray) -> None:
-    """gate = Phi(x) = erfc(-x / sqrt(2)) / 2 for float32 x, from ``_ERFC_FIT``, in place over ``gate``.
+    """gate = Phi(x) = erfc(-x / sqrt(2)) / 2 for float32 x, from ``ERFC_FIT``, in place over ``gate``.
 
     Phi(-|x|) = t exp(P(t) - x**2 / 2) / 2 with z = |x| / sqrt(2); where x > 0, 1 minus that. A dozen
     passes and one exp, where erf's two Chebyshev fits take some sixty: for float32's resolution the
@@ -559,11 +558,11 @@ def _gelu_erf_gate_block(gate: np.ndarray, x: np.ndarray) -> None:
     t *= 0.5 / math.sqrt(2.0)  # z / 2
     t += 1.0
     np.divide(1.0, t, out=t)
-    np.multiply(t, _ERFC_FIT[-1], out=gate)  # P(t) by Horner's rule
-    for c in _ERFC_FIT[-2:0:-1]:
+    np.multiply(t, ERFC_FIT[-1], out=gate)  # P(t) by Horner's rule
+    for c in ERFC_FIT[-2:0:-1]:
         gate += c
         gate *= t
-    gate += _ERFC_FIT[0] - math.log(2.0)  # (Phi's factor 1/2, inside the exp)
+    gate += ERFC_FIT[0] - math.log(2.0)  # (Phi's factor 1/2, inside the exp)
     with np.errstate(over="ignore"):  # x**2 = inf: exp(-inf) = 0, the gate's limit
         half_square = np.square(x)
     half_square *= 0.5
