@@ -28,8 +28,9 @@ steps, at least 20 ms of them, the first after a change of count not counted (``
 one call of the top-level model, so a training step or a sampled token; with no Module, one backward()),
 the quicker is kept, and the candidates are timed
 again when the step time drifts by 30% or after 500 steps. A count that is clearly slower is given up
-within its first step (beside a busy process a 2-thread step can take many times a 1-thread one), and
-while a count is only on trial the [fast] backend's products keep the choices in force. Where there is no
+within its first step (beside a busy process a 2-thread step can take many times a 1-thread one). The
+[fast] backend's products keep the path each shape took first, whatever the count, so a change of count
+changes no result. Where there is no
 affinity mask or no /proc (macOS, Windows, some containers) N is
 ``os.cpu_count()`` and the reason says so. What the user said wins over what it
 measures: ``MINIGRAD_THREADS=N`` sets N, and an ``OPENBLAS_NUM_THREADS``,
@@ -317,15 +318,11 @@ def set_threads(policy: str | int = "auto") -> ThreadChoice:
 def _apply(threads: int, trial: bool = False) -> None:
     """Put ``threads`` in force in every pool the last ``set_threads`` found (and numba's).
 
-    The [fast] backend's GEMM choices (MKL or NumPy, per product shape) depend on the thread
-    count: each count keeps its own (``mkl_blas.use_threads``), and a new one times each shape again,
-    unless it is only on ``trial`` (the tuner's steps): then it borrows the choices in force.
+    ``trial``: the tuner is trying the count for a step or two. (The [fast] backend's product
+    choices, MKL or NumPy per shape, stay as they are whatever the count: ``mkl_blas.chosen``.)
     """
     global _limits
     _set_numba_threads(threads)
-    gemm = sys.modules.get("minigrad.kernels.mkl_blas")
-    if gemm is not None:
-        gemm.use_threads(threads, trial)
     for limit in reversed(_limits):
         limit.restore_original_limits()
     _limits = [_controller.limit(limits=threads)]
@@ -448,7 +445,7 @@ class ThreadTuner:
             return
         medians = {n: _median(v) for n, v in self.times.items()}
         best = min(medians, key=medians.get)
-        self.apply(best, False)  # kept: no longer a trial (the [fast] backend's products get its own choices)
+        self.apply(best, False)  # kept: no longer a trial
         # On a noisy machine the step time wanders: a check that keeps the same count waits twice as long
         # before the next one; a check that changes it starts the waiting over.
         self.hold = self.min_hold if best != self.chosen else min(2 * self.hold, self.recheck)

@@ -393,8 +393,11 @@ def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
 # --------------------------------------------------------------------------------------
 
 TRIES = 5  # timed runs of each path when a shape is first seen, after one untimed each; the quickest run wins
-chosen: dict[tuple, str] = {}  # shape key -> "mkl" | "numpy", at the thread count in force (``minigrad.backend()``)
-_chosen_at: dict[int, dict[tuple, str]] = {}  # thread count -> its choices (``use_threads``)
+# shape key -> "mkl" | "numpy" (``minigrad.backend()`` lists them). One table, whatever the thread count: MKL's
+# products round alike on 1 and 2 threads but not like NumPy's, so a shape that changed path with the count
+# would change the numbers, and a run resumed from a checkpoint (whose thread trial falls on other steps)
+# would no longer compute what the uninterrupted run did.
+chosen: dict[tuple, str] = {}
 
 
 def _key(name: str, a: np.ndarray, b: np.ndarray, bias) -> tuple:
@@ -448,21 +451,6 @@ def _quicker(key: tuple, on_mkl, on_numpy):
             times[name].append(time.perf_counter() - start)
     chosen[key] = min(times, key=lambda path: min(times[path]))
     return out[chosen[key]]
-
-
-def use_threads(threads: int, trial: bool = False) -> None:
-    """The thread count changed (``runtime``): which path is quicker depends on it, so each count keeps choices
-    of its own. A count seen before gets its choices back; a new one times each shape again at its next call.
-
-    ``trial``: the thread policy is trying the count for a step or two (``runtime.ThreadTuner``). A count with
-    no choices yet then borrows a copy of the ones in force instead of timing every shape: beside busy
-    processes each timed call of a 2-thread product can wait a time slice, and the trial would measure
-    that, not the step. The copy is dropped; the count the policy keeps times its shapes afterwards."""
-    global chosen
-    if trial and threads not in _chosen_at:
-        chosen = dict(chosen)
-        return
-    chosen = _chosen_at.setdefault(threads, {})
 
 
 def install(kernels: dict) -> None:

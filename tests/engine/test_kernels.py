@@ -545,35 +545,31 @@ def test_mkl_reads_read_only_and_misaligned_operands():
 
 
 @pytest.mark.skipif(KERNELS["matmul"].compiled is None, reason="no MKL (the [fast] extra, on x86-64 Linux)")
-def test_each_thread_count_keeps_its_own_product_choices(monkeypatch):
+def test_a_change_of_thread_count_keeps_each_shapes_product_path(monkeypatch):
+    # MKL's products round alike on 1 and 2 threads, but not like NumPy's: a shape that switched path with the
+    # count would change the numbers, and a resumed run (its thread trial on other steps) would not compute
+    # what the uninterrupted run did (tests/lessons/test_demos_training.py's resume tests caught it).
     from minigrad import runtime
     from minigrad.kernels import mkl_blas
 
-    monkeypatch.setattr(mkl_blas, "chosen", mkl_blas.chosen)
-    monkeypatch.setattr(mkl_blas, "_chosen_at", {})
+    monkeypatch.setattr(mkl_blas, "chosen", {("a",): "numpy", ("b",): "mkl"})
     monkeypatch.setattr(runtime, "_limits", [])
     monkeypatch.setattr(runtime, "_set_numba_threads", lambda threads: None)  # (the real pools stay as they are)
     limit = type("Limit", (), {"restore_original_limits": lambda self: None})()
     monkeypatch.setattr(runtime, "_controller", type("Pools", (), {"limit": lambda self, limits: limit,
                                                                      "select": lambda self, **kw: self})())
-    runtime._apply(1)
-    mkl_blas.chosen[("a",)] = "numpy"  # measured on one thread
-    runtime._apply(2)
-    assert mkl_blas.chosen == {}  # two threads: each shape timed again
-    mkl_blas.chosen[("a",)] = "mkl"
-    runtime._apply(1)  # back to one thread (the thread policy's trial): its choices, not timed a third time
-    assert mkl_blas.chosen == {("a",): "numpy"}
-    runtime._apply(2)
-    assert mkl_blas.chosen == {("a",): "mkl"}
-    # The policy's trial of a count with no choices yet borrows those in force: beside busy processes a timed
-    # call of a 3-thread product may wait a time slice, and the trial would time that instead of the step.
-    runtime._apply(3, trial=True)
-    assert mkl_blas.chosen == {("a",): "mkl"} and 3 not in mkl_blas._chosen_at
-    mkl_blas.chosen[("b",)] = "numpy"  # a shape first seen in the trial: timed, and dropped with the copy
-    runtime._apply(2, trial=True)  # a count with choices of its own gets them, trial or not
-    assert mkl_blas.chosen == {("a",): "mkl"}
-    runtime._apply(3)  # kept: its own choices, each shape timed at its next call
-    assert mkl_blas.chosen == {}
+    for threads, trial in ((2, True), (2, False), (1, False), (3, True)):
+        runtime._apply(threads, trial)
+        assert mkl_blas.chosen == {("a",): "numpy", ("b",): "mkl"}
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((64, 96), np.float32), rng.standard_normal((96, 48), np.float32)
+    from threadpoolctl import threadpool_limits
+
+    products = []
+    for threads in (1, 2):
+        with threadpool_limits(threads, user_api="blas"):
+            products.append(mkl_blas.matmul(a, b))
+    np.testing.assert_array_equal(products[0], products[1])  # what makes one path per shape enough
 
 
 @st.composite
