@@ -315,11 +315,11 @@ def set_threads(policy: str | int = "auto") -> ThreadChoice:
     return choice
 
 
-def _apply(threads: int, trial: bool = False) -> None:
+def _apply(threads: int) -> None:
     """Put ``threads`` in force in every pool the last ``set_threads`` found (and numba's).
 
-    ``trial``: the tuner is trying the count for a step or two. (The [fast] backend's product
-    choices, MKL or NumPy per shape, stay as they are whatever the count: ``mkl_blas.chosen``.)
+    (The [fast] backend's product choices, MKL or NumPy per shape, stay as they are whatever the
+    count: ``mkl_blas.chosen``.)
     """
     global _limits
     _set_numba_threads(threads)
@@ -350,8 +350,7 @@ class ThreadTuner:
     least ``hold`` steady steps, or every ``recheck`` steps, the candidates are
     timed again. ``hold`` starts at 10 and doubles each time a new measurement keeps
     the same count (a noisy machine's step times wander without anything having
-    changed), and starts over when the count changes. ``clock`` and ``apply(count, trial)`` are for tests:
-    the tuner applies each count it tries with ``trial`` True, and the one it keeps with False.
+    changed), and starts over when the count changes. ``clock`` and ``apply(count)`` are for tests.
     """
 
     def __init__(self, candidates: list[int], cores_reason: str, trial: int = 3, trial_seconds: float = 0.02,
@@ -375,7 +374,7 @@ class ThreadTuner:
         self.times = {n: [] for n in self.candidates}
         self.index = 0
         self.settle = max(settle, int(self.current != self.candidates[0]))  # (a change of count: one step to settle)
-        self.apply(self.candidates[0], True)
+        self.apply(self.candidates[0])
         self.current = self.candidates[0]
 
     def tick(self, source: str = "model") -> None:
@@ -419,7 +418,7 @@ class ThreadTuner:
     def _past_deadline(self) -> None:
         if self.clock() > self.deadline:
             timed = {n: _median(v) for n, v in self.times.items() if v and n != self.current}
-            self.apply(min(timed, key=timed.get), True)  # the quickest so far, for the rest of the step
+            self.apply(min(timed, key=timed.get))  # the quickest so far, for the rest of the step
             self._arm_deadline(None)
             self.given_up = True
 
@@ -440,12 +439,12 @@ class ThreadTuner:
         self.index += 1
         if self.index < len(self.candidates):
             self.current = self.candidates[self.index]
-            self.apply(self.current, True)  # from the next step on: no step is split between two counts
+            self.apply(self.current)  # from the next step on: no step is split between two counts
             self.settle = 1  # (its first step: threads waking, products warming up)
             return
         medians = {n: _median(v) for n, v in self.times.items()}
         best = min(medians, key=medians.get)
-        self.apply(best, False)  # kept: no longer a trial
+        self.apply(best)  # kept
         # On a noisy machine the step time wanders: a check that keeps the same count waits twice as long
         # before the next one; a check that changes it starts the waiting over.
         self.hold = self.min_hold if best != self.chosen else min(2 * self.hold, self.recheck)

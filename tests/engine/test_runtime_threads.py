@@ -94,14 +94,13 @@ class FakeSteps:
     of count ``first`` seconds more (its threads waking)."""
 
     def __init__(self, cost, first=0.0):
-        self.cost, self.first, self.now, self.threads, self.applied, self.trials = cost, first, 0.0, None, [], []
+        self.cost, self.first, self.now, self.threads, self.applied = cost, first, 0.0, None, []
         self.fresh = False
 
-    def apply(self, n, trial=False):
+    def apply(self, n):
         self.fresh = n != self.threads
         self.threads = n
         self.applied.append(n)
-        self.trials.append(trial)
 
     def run(self, tuner, steps):
         for _ in range(steps):
@@ -172,8 +171,7 @@ def test_a_steady_step_time_is_left_alone_until_the_periodic_recheck():
     steps = FakeSteps({1: 0.10, 2: 0.06})
     tuner = _tuner(steps, recheck=50)
     steps.run(tuner, 40)
-    assert len(tuner.history) == 1 and steps.applied == [1, 2, 2]
-    assert steps.trials == [True, True, False]  # each count tried, then the one kept applied as kept
+    assert len(tuner.history) == 1 and steps.applied == [1, 2, 2]  # each count tried, then the one kept applied
     steps.run(tuner, 30)
     assert len(tuner.history) == 2  # measured again after 50 steady steps
 
@@ -389,10 +387,10 @@ def test_a_count_clearly_slower_is_given_up_within_its_first_step():
     tuner._past_deadline()  # a kernel call within the deadline: nothing happens
     assert steps.threads == 2
     steps.now += 0.1
-    tuner._past_deadline()  # past it: back to the quickest count so far, for the rest of the step, as a trial
-    assert steps.threads == 1 and steps.trials[-1] is True and tuner.deadline is None
+    tuner._past_deadline()  # past it: back to the quickest count so far, for the rest of the step
+    assert steps.threads == 1 and tuner.deadline is None
     tuner.tick()  # the step ends: 0.2 s, clearly slower than 0.1; 1 thread is kept
-    assert tuner.chosen == 1 and steps.applied[-1] == 1 and steps.trials[-1] is False
+    assert tuner.chosen == 1 and steps.applied[-1] == 1
 
 
 def test_the_process_tuner_arms_each_kernel_call_only_while_it_tries_a_count(monkeypatch):
