@@ -691,7 +691,7 @@ def test_the_demos_print_a_thread_measurement_only_when_it_changes_the_count(cap
         now[0] += cost[tuner.current]
         return now[0]
 
-    tuner = runtime.ThreadTuner([1, 2], "2 cores", trial=1, clock=clock, apply=lambda n, trial: None)
+    tuner = runtime.ThreadTuner([1, 2], "2 cores", trial=1, clock=clock, apply=lambda n: None)
     tuner.say = say_when_the_count_changes(tuner)
 
     def measure():
