@@ -548,9 +548,9 @@ def _gelu_tanh_gate_block(gate: np.ndarray, x: np.ndarray) -> None:
 def _gelu_erf_gate_block(gate: np.ndarray, x: np.ndarray) -> None:
     """gate = Phi(x) = erfc(-x / sqrt(2)) / 2 for float32 x, from ``ERFC_FIT``, in place over ``gate``.
 
-    Phi(-|x|) = t exp(P(t) - x**2 / 2) / 2 with z = |x| / sqrt(2); where x > 0, 1 minus that. A dozen
-    passes and one exp, where erf's two Chebyshev fits take some sixty: for float32's resolution the
-    one fit is enough. Within 3e-7 of the gate, and within 2e-6 of itself where it is above 1e-6
+    Phi(-|x|) = t exp(P(t) - x**2 / 2) / 2 with z = |x| / sqrt(2); where x > 0, 1 minus that. About
+    thirty passes and one exp, where erf's two Chebyshev fits take some sixty: for float32's resolution
+    the one fit is enough. Within 3e-7 of the gate, and within 2e-6 of itself where it is above 1e-6
     (x > -4.75); a smaller gate within about 1e-5 of itself, as x**2 / 2 rounds inside the exp.
     NaN stays NaN; x = -inf gives 0 and +inf gives 1.
     """
