@@ -26,11 +26,13 @@ The competing load is one or two processes that spin on a core each. They
 are started half a second before each run and stop by themselves a fixed time
 later (``--load-seconds``), so an interrupted benchmark leaves nothing behind;
 the script also stops them as soon as its run ends. The settings take turns
-round by round (default, 1, all, default, ...), so a burst of outside load
-lands on all three alike. The table says what the default chose (its
-``threads:`` lines, from ``MINIGRAD_THREADS_VERBOSE=1``) and the 1-minute load
-average around each group: the machine may be busy with other work besides the
-load made here.
+within each round, their order turned by one from round to round (default, 1, all; 1, all,
+default; ...), so a burst of outside load lands on all three alike. The table gives the default's
+rate over the better fixed count's both as a ratio of medians and as the median of the rounds'
+own ratios (paired: a slow stretch of the machine falls on one round's runs together). It also
+says what the default chose (its ``threads:`` lines, from ``MINIGRAD_THREADS_VERBOSE=1``) and the
+1-minute load average around each group: the machine may be busy with other work besides the load
+made here.
 """
 
 from __future__ import annotations
@@ -132,7 +134,8 @@ def measure(work: str, busy: int, rounds: int, size: int, load_seconds: float, s
     chosen = []
     load_before = _util.load_average()
     for r in range(rounds):
-        for name, threads in settings.items():
+        for name in round_order(list(settings), r):
+            threads = settings[name]
             load = start_load(busy, load_seconds)
             try:
                 time.sleep(0.5 if busy else 0.0)  # the load is running before the command starts
@@ -148,6 +151,11 @@ def measure(work: str, busy: int, rounds: int, size: int, load_seconds: float, s
             "load": [load_before, _util.load_average()]}
 
 
+def round_order(names: list[str], r: int) -> list[str]:
+    """The settings' order in round ``r``: turned by one each round, so that none always runs first."""
+    return names[r % len(names):] + names[:r % len(names)]
+
+
 def _util_cores() -> int:
     from minigrad.runtime import usable_cores
 
@@ -160,6 +168,16 @@ def _picked(line: str) -> str:
     return line if "measured" in line or not line else f"{line}, still measuring"
 
 
+def paired_ratios(default: list[float], best: list[float]) -> list[float]:
+    """Round by round, the default's rate over the better fixed count's (the one with the better median).
+
+    The settings of a round run one after the other, so a stretch when the machine is slower (other work,
+    a neighbour on the host) lands on the runs of one round alike: the ratio within a round leaves it out,
+    where a ratio of the two medians can take one setting's slow rounds against the other's quick ones.
+    """
+    return [d / b for d, b in zip(default, best)]
+
+
 def _fmt(rate: float) -> str:
     return f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
 
@@ -167,14 +185,17 @@ def _fmt(rate: float) -> str:
 def report(groups: list[dict]) -> str:
     names = list(groups[0]["results"])
     headers = ["workload", "competing busy processes"] + [f"{name} (median, min-max)" for name in names] + [
-        "default / best (median)", "what the default chose", "1-min load before / after"]
+        "default / best (medians)", "default / best, paired (median, min-max)", "what the default chose",
+        "1-min load before / after"]
     rows = []
     for g in groups:
         medians = {name: _util.median(v) for name, v in g["results"].items()}
         cells = [f"{_fmt(medians[name])} ({_fmt(min(v))}-{_fmt(max(v))})" for name, v in g["results"].items()]
-        best = max(medians[name] for name in names[1:])
+        best = max(names[1:], key=medians.get)
+        paired = paired_ratios(g["results"]["default"], g["results"][best])
         picked = sorted({_picked(c) for c in g["chosen"]})
-        rows.append([WORK[g["work"]][0], str(g["busy"]), *cells, f"{medians['default'] / best:.2f}",
+        rows.append([WORK[g["work"]][0], str(g["busy"]), *cells, f"{medians['default'] / medians[best]:.2f}",
+                     f"{_util.median(paired):.2f} ({min(paired):.2f}-{max(paired):.2f})",
                      "; ".join(picked), f"{g['load'][0]:.1f} / {g['load'][1]:.1f}"])
     return _util.markdown_table(headers, rows)
 

@@ -280,10 +280,21 @@ def test_threads_benchmark_runs_beside_a_load_that_stops_by_itself():
                     "--tokens", "5", "--load-seconds", "30")
     for work in ("demos.train_charlm", "demos.induction_heads", "demos.sample"):
         row = table_row(out, work)
-        assert len(row) == 8 and row[1] == "1", out
+        assert len(row) == 9 and row[1] == "1", out
         for cell in row[2:5]:  # default, 1 thread, all cores: "rate (min-max)"
             assert float(cell.split()[0].replace(",", "")) > 0
-        assert float(row[5]) > 0 and ("measured quickest" in row[6] or "still measuring" in row[6]), row
+        assert float(row[5]) > 0 and float(row[6].split()[0]) > 0, row  # ratio of medians; paired ratio
+        assert "measured" in row[7] or "still measuring" in row[7], row
+
+
+def test_threads_benchmark_pairs_each_rounds_runs_and_rotates_their_order():
+    from benchmarks import threads
+
+    assert threads.paired_ratios([90.0, 50.0, 80.0], [100.0, 50.0, 40.0]) == [0.9, 1.0, 2.0]
+    orders = [threads.round_order(["default", "1 thread", "all 2 cores"], r) for r in range(3)]
+    assert orders[0] == ["default", "1 thread", "all 2 cores"]
+    assert [o[0] for o in orders] == ["default", "1 thread", "all 2 cores"]  # each setting goes first once
+    assert all(sorted(o) == sorted(orders[0]) for o in orders)
 
 
 def test_lesson_times_reports_wall_time_machine_and_load():
