@@ -24,9 +24,9 @@ them are quicker. Which is the case cannot be read off the machine in a glance
 ``set_threads()`` measures the work itself: the usable cores N are the affinity
 mask capped by the cgroup's CPU quota (v2 ``cpu.max``, v1 ``cfs_quota_us``;
 ``usable_cores``); then 1 and N threads (and N/2 from 4 cores) each run a few
-steps, at least 20 ms of them, the first after a change of count not counted (``ThreadTuner``; a step is
+steps, at least 50 ms of them, the first after a change of count not counted (``ThreadTuner``; a step is
 one call of the top-level model, so a training step or a sampled token; with no Module, one backward()),
-the quicker is kept, and the candidates are timed
+the quicker is kept (the fewer threads unless more are 10% quicker), and the candidates are timed
 again when the step time drifts by 30% or after 500 steps. A count that is clearly slower is given up
 within its first step (beside a busy process a 2-thread step can take many times a 1-thread one). The
 [fast] backend's products keep the path each shape took first, whatever the count, so a change of count
@@ -333,33 +333,48 @@ def _apply(threads: int) -> None:
 class ThreadTuner:
     """Chooses the thread count from the time the process's own steps take: measured, not guessed.
 
-    ``tick()`` is called at the start of every step. The first two steps (warm-up)
-    are not counted; then each candidate count runs ``trial`` steps and at least
-    ``trial_seconds`` of them (a sampled token's step takes a millisecond: a few
-    steps are noise), or one if that step is already 1.5x the best median so far
-    (why keep running a count that is clearly worse), and the count with the
-    lowest median step time is kept. The first step after a change of count is
-    not counted either: the pools' threads wake and MKL's products warm up there.
-    A count tried after another is given up within its step, at the first kernel
-    call past 1.5x the best median so far (``modes.step_deadline``): the rest of
-    that step runs on the quickest count so far, and the count is done.
-    While it runs, the median of the last 5 steps is watched against that of its
-    first 5 steady steps: when it moves by
-    more than ``drift`` (another program started or stopped) in the direction
-    that could favour another count (quicker on 1 thread, slower on N) after at
-    least ``hold`` steady steps, or every ``recheck`` steps, the candidates are
-    timed again. ``hold`` starts at 10 and doubles each time a new measurement keeps
-    the same count (a noisy machine's step times wander without anything having
-    changed), and starts over when the count changes. ``clock`` and ``apply(count)`` are for tests.
+    ``tick()`` is called at the start of every step.
+
+    * **A measurement.** The first two steps (warm-up) are not counted, nor the
+      first step after a change of count (the pools' threads wake, MKL's products
+      warm up). Each candidate count then runs ``trial`` steps and at least
+      ``trial_seconds`` of them: a sampled token takes a few milliseconds, and
+      beside busy processes the scheduler's slices are as long, so a few steps are
+      noise. A count tried after another is given up within its step, at the first
+      kernel call past 1.5x the best median so far (``modes.step_deadline``): the
+      rest of that step runs on the quickest count so far, and the count is done
+      (beside a busy process a 2-thread step can take many times a 1-thread one).
+    * **The choice.** The fewest threads whose median step is within ``tie`` of the
+      lowest are kept. More threads must earn their cores; and a tie often means the
+      steps are too small for the BLAS to use a second thread at all (a sample's
+      first tokens), so both counts ran the same code.
+    * **Watching.** The median of the last 5 steps (more, to make ``trial_seconds``)
+      is compared with that of the first steady steps. When it moves by more than
+      ``drift`` in a direction that could favour another count (quicker on the
+      fewest threads: a load went away; slower on more), after at least ``hold``
+      steady steps, or every ``recheck`` steps, the candidates are measured again.
+      After a tie, slower steps on the fewest threads count too: the work grew (a
+      longer context), and more threads may now share it. On the fewest threads,
+      steps shorter than 50 ms count as their part of one, so that a sample's
+      tokens do not pay for a slow trial step every few dozen; on more threads
+      each counts whole, to leave a count beside busy cores soon. ``hold`` starts
+      at 10 and doubles each time a new measurement keeps the same count (a noisy
+      machine's step times wander with nothing changed), and starts over when the
+      count changes.
+
+    ``clock`` and ``apply(count)`` are for tests.
     """
 
-    def __init__(self, candidates: list[int], cores_reason: str, trial: int = 3, trial_seconds: float = 0.02,
-                 drift: float = 0.3, recheck: int = 500, clock=time.perf_counter, apply=None, say=None):
+    def __init__(self, candidates: list[int], cores_reason: str, trial: int = 3, trial_seconds: float = 0.05,
+                 drift: float = 0.3, recheck: int = 500, tie: float = 0.1, clock=time.perf_counter, apply=None,
+                 say=None):
         self.candidates, self.cores_reason = candidates, cores_reason
         self.trial, self.trial_seconds, self.drift, self.recheck = trial, trial_seconds, drift, recheck
+        self.tie = tie
+        self.tied = False  # the last measurement could not tell the kept count from another
         self.clock, self.apply = clock, apply or _apply
         self.say = say if say is not None else (_say if os.environ.get("MINIGRAD_THREADS_VERBOSE") else None)
-        self.window = 5  # the steady steps whose median is compared with the chosen count's
+        self.window = 5  # the steady steps (and at least trial_seconds of them) whose median is watched
         self.min_hold = self.hold = 10  # steady steps before a drift may start a new measurement
         self.last = None
         self.seen_model = False
@@ -443,7 +458,9 @@ class ThreadTuner:
             self.settle = 1  # (its first step: threads waking, products warming up)
             return
         medians = {n: _median(v) for n, v in self.times.items()}
-        best = min(medians, key=medians.get)
+        quickest = min(medians.values())
+        best = min(n for n, t in medians.items() if t <= (1 + self.tie) * quickest)  # the fewest as quick
+        self.tied = any(t <= (1 + self.tie) * medians[best] for n, t in medians.items() if n != best)
         self.apply(best)  # kept
         # On a noisy machine the step time wanders: a check that keeps the same count waits twice as long
         # before the next one; a check that changes it starts the waiting over.
@@ -452,7 +469,8 @@ class ThreadTuner:
         # run are slower (memory still being mapped, caches cold), and would make every later step look quick.
         self.chosen, self.current, self.baseline, self.recent, self.steps = best, best, None, [], 0
         timed = ", ".join(f"{n}: {1000 * t:.3g} ms" for n, t in medians.items())
-        line = f"auto: {best} measured quickest (median step {timed}; {self.cores_reason})"
+        said = f"kept, the fewest measured within {self.tie:.0%} of the quickest" if self.tied else "measured quickest"
+        line = f"auto: {best} {said} (median step {timed}; {self.cores_reason})"
         self.history.append(line)
         global _choice
         if _tuner is self:
@@ -461,28 +479,39 @@ class ThreadTuner:
             self.say(line)
 
     def _steady_step(self, step: float) -> None:
-        self.steps += 1
-        self.recent.append(step)
-        del self.recent[:-self.window]
+        # On the fewest threads a new measurement tries more, which beside busy cores costs a slow step: there a
+        # step shorter than 50 ms counts as its part of one (10 steps of hold are half a second of sampled tokens,
+        # not 30 ms). On more threads, slower steps may be busy cores: each counts whole, to leave them soon.
+        fewest = self.chosen == self.candidates[0]
+        self.steps += min(1.0, step / _FULL_STEP) if fewest else 1
+        recent = self.recent
+        recent.append(step)
+        # The last `window` steps, and more while they sum to less than trial_seconds: the median of five
+        # 3 ms tokens beside a busy process is one scheduler slice's luck, not a change of load.
+        while len(recent) > _TRIAL_MOST or len(recent) > self.window and sum(recent[1:]) >= self.trial_seconds:
+            del recent[0]
+        full = len(recent) >= self.window and sum(recent) >= self.trial_seconds or len(recent) == _TRIAL_MOST
         if self.baseline is None:
-            if len(self.recent) == self.window:
-                self.baseline = _median(self.recent)
+            if full:
+                self.baseline = _median(recent)
             return
-        if self.steps >= self.recheck or (self.steps >= self.hold and len(self.recent) == self.window and
-                                          self._drifted(_median(self.recent) / self.baseline)):
+        if self.steps >= self.recheck or (self.steps >= self.hold and full and
+                                          self._drifted(_median(recent) / self.baseline)):
             self._start_trial(settle=0)
 
     def _drifted(self, ratio: float) -> bool:
         """Whether a step time ``ratio`` times the chosen count's could mean another count is now quicker.
 
         Slower steps on the fewest threads (more load) and quicker steps on the most (less load)
-        say nothing new: the choice stands. The periodic ``recheck`` covers the rest.
+        say nothing new: the choice stands, unless the last measurement was a tie: then slower steps
+        may be bigger ones, which more threads could share. The periodic ``recheck`` covers the rest.
         """
         fewest, most = self.chosen == self.candidates[0], self.chosen == self.candidates[-1]
-        return (ratio < 1 - self.drift and not most) or (ratio > 1 + self.drift and not fewest)
+        return (ratio < 1 - self.drift and not most) or (ratio > 1 + self.drift and (not fewest or self.tied))
 
 
 _TRIAL_MOST = 50  # steps of one count in a trial, however short its steps
+_FULL_STEP = 0.05  # seconds: a steady step this long or longer counts whole towards `hold` and `recheck`
 
 
 def _median(values: list[float]) -> float:

@@ -146,15 +146,69 @@ def test_the_first_step_after_a_change_of_count_is_not_counted():
 
 
 def test_short_steps_are_timed_for_a_while_not_just_three_of_them():
-    steps = FakeSteps({1: 0.0010, 2: 0.0008})  # a sampled token: a millisecond
+    steps = FakeSteps({1: 0.004, 2: 0.003})  # a sampled token: a few milliseconds
     tuner = _tuner(steps)
     steps.run(tuner, 80)
-    assert len(tuner.times[1]) == 20 and len(tuner.times[2]) == 25  # 0.02 s of steps each
+    assert len(tuner.times[1]) == 13 and len(tuner.times[2]) == 17  # 0.05 s of steps each
     assert tuner.chosen == 2
     steps = FakeSteps({1: 1e-5, 2: 2e-5})
     tuner = _tuner(steps)
     steps.run(tuner, 200)
     assert len(tuner.times[1]) == 50 and tuner.chosen == 1  # however short the steps, at most 50 each
+
+
+def test_of_counts_within_ten_percent_the_fewest_threads_are_kept_and_said_so():
+    steps = FakeSteps({1: 0.100, 2: 0.095})  # 2 threads 5% quicker: not worth a second core
+    tuner = _tuner(steps)
+    steps.run(tuner, 14)
+    assert tuner.chosen == 1 and steps.threads == 1 and tuner.tied
+    assert "1 kept, the fewest measured within 10% of the quickest" in tuner.history[-1]
+    steps = FakeSteps({1: 0.100, 2: 0.085})  # 15% quicker: 2 threads earn their core
+    tuner = _tuner(steps)
+    steps.run(tuner, 14)
+    assert tuner.chosen == 2 and not tuner.tied and "2 measured quickest" in tuner.history[-1]
+
+
+def test_after_a_tie_steps_that_grow_are_measured_again():
+    # demos.sample: the first tokens' products are too small for the BLAS to use a second thread, so 1 and 2
+    # threads ran the same code; later, with a longer context, 2 threads beside a busy process took 4x as long.
+    steps = FakeSteps({1: 0.003, 2: 0.003})
+    tuner = _tuner(steps)
+    steps.run(tuner, 60)
+    assert tuner.chosen == 1 and tuner.tied and len(tuner.history) == 1
+    steps.cost = {1: 0.008, 2: 0.030}  # the work grew: now the counts differ
+    steps.run(tuner, 100)
+    assert tuner.chosen == 1 and not tuner.tied and len(tuner.history) == 2
+    steps.cost = {1: 0.016, 2: 0.060}  # slower again on 1 thread: after a clear answer, nothing new
+    steps.run(tuner, 200)
+    assert len(tuner.history) == 2
+    steps = FakeSteps({1: 0.003, 2: 0.003})  # on an idle machine the bigger steps share well
+    tuner = _tuner(steps)
+    steps.run(tuner, 60)
+    steps.cost = {1: 0.008, 2: 0.005}
+    steps.run(tuner, 150)
+    assert tuner.chosen == 2 and steps.threads == 2
+
+
+def test_steps_shorter_than_50_ms_count_as_their_part_of_a_step_before_a_new_measurement():
+    # Beside busy processes a token's step wanders between 3 and 9 ms as the scheduler moves the load about;
+    # counted whole, ten of them (30 ms) were enough to try 2 threads again, five times in 300 tokens.
+    steps = FakeSteps({1: 0.004, 2: 0.030})
+    tuner = _tuner(steps)
+    steps.run(tuner, 40)
+    assert tuner.chosen == 1 and len(tuner.history) == 1
+    steps.cost = {1: 0.002, 2: 0.030}  # quicker on 1 thread: perhaps the load went away
+    steps.run(tuner, 60)
+    assert len(tuner.history) == 1  # 60 steps of 2 to 4 ms: about 3 steps' worth, not yet 10
+    steps.run(tuner, 300)
+    assert len(tuner.history) == 2 and tuner.chosen == 1  # measured again once half a second had passed
+    steps = FakeSteps({1: 0.004, 2: 0.003})  # on 2 threads each step counts whole, to leave them soon
+    tuner = _tuner(steps)
+    steps.run(tuner, 50)
+    assert tuner.chosen == 2
+    steps.cost = {1: 0.005, 2: 0.012}  # busy processes started
+    steps.run(tuner, 40)
+    assert tuner.chosen == 1 and len(tuner.history) == 2
 
 
 def test_the_tuner_measures_again_when_the_step_time_drifts():
