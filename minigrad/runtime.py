@@ -299,6 +299,7 @@ def set_threads(policy: str | int = "auto") -> ThreadChoice:
     choice = choose_threads(policy)
     _tuner = None
     modes.step_clock = None
+    _time_products_at(None)
     if choice.threads is not None:
         from threadpoolctl import ThreadpoolController
 
@@ -309,10 +310,19 @@ def set_threads(policy: str | int = "auto") -> ThreadChoice:
         if choice.reason.startswith("auto: measuring"):
             _tuner = ThreadTuner(sorted({1, n // 2, n} - {0}), choice.reason.split("(", 1)[1].rstrip(")"))
             modes.step_clock = _tuner.tick
+            _time_products_at(n)  # a product's path is chosen for the most threads the tuner may keep
     _choice = choice
     if os.environ.get("MINIGRAD_THREADS_VERBOSE"):
         _say(f"{choice.threads if choice.threads is not None else 'as the environment set'} ({choice.reason})")
     return choice
+
+
+def _time_products_at(threads: int | None) -> None:
+    """With [fast]'s MKL, time each new product shape's MKL path on ``threads`` (None: the count in force)."""
+    if _fast_gemm:
+        from .kernels import mkl_blas
+
+        mkl_blas.timing_threads = threads
 
 
 def _apply(threads: int) -> None:

@@ -35,6 +35,7 @@ holds everywhere."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import time
 
@@ -103,6 +104,7 @@ def load(path: str) -> None:
         caller.disable_compile()  # (another layout is converted to "A", not compiled again)
     lib.MKL_Get_Max_Threads.restype = ctypes.c_int
     lib.MKL_Get_Max_Threads()  # loads MKL's threading layer (and libgomp) now, where thread limits can see it
+    lib.MKL_Set_Num_Threads_Local.restype = ctypes.c_int
     _lib = lib
 
 
@@ -398,6 +400,11 @@ TRIES = 5  # timed runs of each path when a shape is first seen, after one untim
 # would change the numbers, and a run resumed from a checkpoint (whose thread trial falls on other steps)
 # would no longer compute what the uninterrupted run did.
 chosen: dict[tuple, str] = {}
+# The count MKL's path is timed at when a shape is first seen, or None: the count in force. The thread policy
+# (``runtime.set_threads``) sets it to the most threads it may try: NumPy's path runs on one thread under
+# [fast] whatever the count, MKL's on all of them, so a shape timed on one thread (the policy's first count)
+# may go to NumPy and leave the second core idle when the policy then measures two threads, and keeps one.
+timing_threads: int | None = None
 
 
 def _key(name: str, a: np.ndarray, b: np.ndarray, bias) -> tuple:
@@ -430,7 +437,8 @@ def _quicker(key: tuple, on_mkl, on_numpy):
     The first time a shape is seen, each path runs once untimed (a first call pays for buffers and
     code paths set up once), then ``TRIES`` times each, alternately, timed; the path with the
     quickest run wins, and its result is returned, so that from its first call on a shape has one
-    rounding (a run resumed from a checkpoint then computes what the uninterrupted run did).
+    rounding (a run resumed from a checkpoint then computes what the uninterrupted run did). MKL's
+    runs are on ``timing_threads`` threads when it is set (its products round alike on any count).
 
     Why the quickest run, not the median: MKL's first few calls at a new shape are slow, often
     slower than NumPy's, before it settles well below (``benchmarks/README.md``), and a step
@@ -442,6 +450,8 @@ def _quicker(key: tuple, on_mkl, on_numpy):
         return on_numpy()
     if choice == "mkl":
         return on_mkl()
+    if timing_threads is not None and _lib is not None:
+        on_mkl = functools.partial(_at_threads, timing_threads, on_mkl)
     times, out = {"mkl": [], "numpy": []}, {}
     on_mkl(), on_numpy()
     for _ in range(TRIES):
@@ -451,6 +461,15 @@ def _quicker(key: tuple, on_mkl, on_numpy):
             times[name].append(time.perf_counter() - start)
     chosen[key] = min(times, key=lambda path: min(times[path]))
     return out[chosen[key]]
+
+
+def _at_threads(threads: int, call):
+    """``call()`` with MKL on ``threads`` threads in this thread (its local setting), then as it was."""
+    previous = _lib.MKL_Set_Num_Threads_Local(threads)
+    try:
+        return call()
+    finally:
+        _lib.MKL_Set_Num_Threads_Local(previous)
 
 
 def install(kernels: dict) -> None:

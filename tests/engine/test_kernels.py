@@ -572,6 +572,52 @@ def test_a_change_of_thread_count_keeps_each_shapes_product_path(monkeypatch):
     np.testing.assert_array_equal(products[0], products[1])  # what makes one path per shape enough
 
 
+@pytest.mark.skipif(KERNELS["matmul"].compiled is None, reason="no MKL (the [fast] extra, on x86-64 Linux)")
+def test_a_new_product_shape_is_timed_on_mkl_at_the_most_threads_the_thread_policy_may_keep(monkeypatch):
+    # Timed on the policy's first count (1 thread), shapes went to NumPy's one-thread OpenBLAS, and the
+    # policy's 2-thread steps then ran a quarter slower than MINIGRAD_THREADS=2's: it kept 1 thread on an
+    # idle machine where 2 trained 1.3x as fast.
+    from minigrad import runtime
+    from minigrad.kernels import mkl_blas
+
+    real, asked, found = mkl_blas._lib, [], []
+
+    class Lib:  # MKL, with its thread-local count setter watched
+        def MKL_Set_Num_Threads_Local(self, threads):
+            asked.append(threads)
+            found.append(real.MKL_Set_Num_Threads_Local(threads))
+            return found[-1]
+
+    monkeypatch.setattr(mkl_blas, "_lib", Lib())
+    monkeypatch.setattr(mkl_blas, "chosen", {})
+    monkeypatch.setattr(mkl_blas, "timing_threads", 2)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((256, 128), np.float32), rng.standard_normal((128, 192), np.float32)
+    got = KERNELS["matmul"].compiled(a, b)
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-4)
+    assert len(mkl_blas.chosen) == 1 and asked[0::2] == [2] * (1 + mkl_blas.TRIES)  # each MKL run on 2 threads,
+    assert asked[1::2] == found[0::2]  # each followed by putting back the count it found
+    asked.clear()
+    KERNELS["matmul"].compiled(a, b)
+    assert asked == []  # a shape already timed runs on the count in force
+
+    monkeypatch.setattr(runtime, "usable_cores", lambda: (4, "4 cores (a test)"))
+    monkeypatch.delenv("MINIGRAD_THREADS", raising=False)
+    for name in runtime.USER_THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(runtime, "_apply", lambda threads: None)
+    monkeypatch.setattr(runtime, "_set_numba_threads", lambda threads: None)
+    from minigrad import modes
+
+    for name in ("_choice", "_controller", "_tuner"):  # (put back as they were when the test ends)
+        monkeypatch.setattr(runtime, name, getattr(runtime, name))
+    monkeypatch.setattr(modes, "step_clock", modes.step_clock)
+    runtime.set_threads("auto")
+    assert mkl_blas.timing_threads == 4  # the most the tuner may keep
+    runtime.set_threads(1)
+    assert mkl_blas.timing_threads is None  # a fixed count: timed on the count in force
+
+
 @st.composite
 def product_stacks(draw, dtypes=FLOATS):
     """Stacks of products as attention makes them, big enough for MKL's batched GEMM: head-split views
