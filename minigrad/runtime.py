@@ -323,6 +323,7 @@ def _time_products_at(threads: int | None) -> None:
         from .kernels import mkl_blas
 
         mkl_blas.timing_threads = threads
+        mkl_blas.given_up.clear()
 
 
 def _apply(threads: int) -> None:
