@@ -364,14 +364,14 @@ class ThreadTuner:
       ``drift`` in a direction that could favour another count (quicker on the
       fewest threads: a load went away; slower on more), after at least ``hold``
       steady steps, or every ``recheck`` steps, the candidates are measured again.
-      After a tie, slower steps on the fewest threads count too: the work grew (a
-      longer context), and more threads may now share it. On the fewest threads,
-      steps shorter than 50 ms count as their part of one, so that a sample's
-      tokens do not pay for a slow trial step every few dozen; on more threads
-      each counts whole, to leave a count beside busy cores soon. ``hold`` starts
-      at 10 and doubles each time a new measurement keeps the same count (a noisy
-      machine's step times wander with nothing changed), and starts over when the
-      count changes.
+      After a tie they are measured again once ``hold`` has passed, drift or not: a
+      tie is no answer (a sample's first tokens, later longer; a noisy trial). On
+      the fewest threads, steps shorter than 50 ms count as their part of one, so
+      that a sample's tokens do not pay for a slow trial step every few dozen; on
+      more threads each counts whole, to leave a count beside busy cores soon.
+      ``hold`` starts at 10 and doubles each time a new measurement keeps the same
+      count (a noisy machine's step times wander with nothing changed), and starts
+      over when the count changes.
 
     ``clock`` and ``apply(count)`` are for tests.
     """
@@ -506,19 +506,18 @@ class ThreadTuner:
             if full:
                 self.baseline = _median(recent)
             return
-        if self.steps >= self.recheck or (self.steps >= self.hold and full and
-                                          self._drifted(_median(recent) / self.baseline)):
+        if self.steps >= self.recheck or (self.steps >= self.hold and full and (
+                self.tied or self._drifted(_median(recent) / self.baseline))):
             self._start_trial(settle=0)
 
     def _drifted(self, ratio: float) -> bool:
         """Whether a step time ``ratio`` times the chosen count's could mean another count is now quicker.
 
         Slower steps on the fewest threads (more load) and quicker steps on the most (less load)
-        say nothing new: the choice stands, unless the last measurement was a tie: then slower steps
-        may be bigger ones, which more threads could share. The periodic ``recheck`` covers the rest.
+        say nothing new: the choice stands. The periodic ``recheck`` covers the rest.
         """
         fewest, most = self.chosen == self.candidates[0], self.chosen == self.candidates[-1]
-        return (ratio < 1 - self.drift and not most) or (ratio > 1 + self.drift and (not fewest or self.tied))
+        return (ratio < 1 - self.drift and not most) or (ratio > 1 + self.drift and not fewest)
 
 
 _TRIAL_MOST = 50  # steps of one count in a trial, however short its steps

@@ -169,6 +169,22 @@ def test_of_counts_within_ten_percent_the_fewest_threads_are_kept_and_said_so():
     assert tuner.chosen == 2 and not tuner.tied and "2 measured quickest" in tuner.history[-1]
 
 
+def test_after_a_tie_the_counts_are_measured_again_once_the_hold_has_passed():
+    # The demo's training on an idle machine: a noisy first trial measured 1 and 2 threads alike, where 2
+    # threads train 1.3x as fast; a tie is no answer.
+    steps = FakeSteps({1: 0.080, 2: 0.078})
+    tuner = _tuner(steps)
+    steps.run(tuner, 12)
+    assert tuner.chosen == 1 and tuner.tied
+    steps.cost = {1: 0.075, 2: 0.055}
+    steps.run(tuner, 10)
+    assert len(tuner.history) == 1  # the hold: ten steady steps
+    steps.run(tuner, 10)
+    assert tuner.chosen == 2 and not tuner.tied and len(tuner.history) == 2
+    steps.run(tuner, 40)
+    assert len(tuner.history) == 2  # a clear answer: left alone
+
+
 def test_after_a_tie_steps_that_grow_are_measured_again():
     # demos.sample: the first tokens' products are too small for the BLAS to use a second thread, so 1 and 2
     # threads ran the same code; later, with a longer context, 2 threads beside a busy process took 4x as long.
