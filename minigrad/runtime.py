@@ -310,7 +310,7 @@ def set_threads(policy: str | int = "auto") -> ThreadChoice:
         if choice.reason.startswith("auto: measuring"):
             _tuner = ThreadTuner(sorted({1, n // 2, n} - {0}), choice.reason.split("(", 1)[1].rstrip(")"))
             modes.step_clock = _tuner.tick
-            _time_products_at(n)  # a product's path is chosen for the most threads the tuner may keep
+            _time_products_at(n)  # until its first choice, a product's path is timed for the most threads
     _choice = choice
     if os.environ.get("MINIGRAD_THREADS_VERBOSE"):
         _say(f"{choice.threads if choice.threads is not None else 'as the environment set'} ({choice.reason})")
@@ -486,6 +486,10 @@ class ThreadTuner:
         global _choice
         if _tuner is self:
             _choice = ThreadChoice(best, line)
+            # Product shapes first seen from now on are timed on the count in force: the warm-up and the first
+            # count's steps have shown the model's shapes (a training step's are all there), and MKL runs on more
+            # threads than a kept 1 leave OpenMP's other thread spinning beside each sampled token.
+            _time_products_at(None)
         if self.say:
             self.say(line)
 

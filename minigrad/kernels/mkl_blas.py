@@ -402,9 +402,10 @@ TRIES = 5  # timed runs of each path when a shape is first seen, after one untim
 # would no longer compute what the uninterrupted run did.
 chosen: dict[tuple, str] = {}
 # The count MKL's path is timed at when a shape is first seen, or None: the count in force. The thread policy
-# (``runtime.set_threads``) sets it to the most threads it may try: NumPy's path runs on one thread under
-# [fast] whatever the count, MKL's on all of them, so a shape timed on one thread (the policy's first count)
-# may go to NumPy and leave the second core idle when the policy then measures two threads, and keeps one.
+# (``runtime.set_threads``) sets it to the most threads it may try, until its first choice: NumPy's path runs
+# on one thread under [fast] whatever the count, MKL's on all of them, so a shape timed on one thread (the
+# policy's first count) may go to NumPy and leave the second core idle when the policy then measures two
+# threads, and keeps one.
 timing_threads: int | None = None
 given_up: list[tuple] = []  # the shapes whose MKL runs on timing_threads were _GIVE_UP times NumPy's
 

@@ -617,6 +617,12 @@ def test_a_new_product_shape_is_timed_on_mkl_at_the_most_threads_the_thread_poli
     monkeypatch.setattr(modes, "step_clock", modes.step_clock)
     runtime.set_threads("auto")
     assert mkl_blas.timing_threads == 4  # the most the tuner may keep
+    tuner, clock = runtime.thread_tuner(), [0.0]
+    tuner.clock, tuner.apply = (lambda: clock[0]), (lambda count: None)
+    while tuner.chosen is None:
+        tuner.tick()
+        clock[0] += 0.1
+    assert mkl_blas.timing_threads is None  # its first choice made: later shapes on the count in force
     runtime.set_threads(1)
     assert mkl_blas.timing_threads is None  # a fixed count: timed on the count in force
 
