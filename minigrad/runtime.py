@@ -495,8 +495,9 @@ class ThreadTuner:
 
     def _steady_step(self, step: float) -> None:
         # On the fewest threads a new measurement tries more, which beside busy cores costs a slow step: there a
-        # step shorter than 50 ms counts as its part of one (10 steps of hold are half a second of sampled tokens,
-        # not 30 ms). On more threads, slower steps may be busy cores: each counts whole, to leave them soon.
+        # step shorter than 50 ms counts as its part of one (10 steps of hold are then half a second of sampled
+        # tokens, not ten tokens). On more threads, slower steps may be busy cores: each counts whole, to leave
+        # them soon.
         fewest = self.chosen == self.candidates[0]
         self.steps += min(1.0, step / _FULL_STEP) if fewest else 1
         recent = self.recent

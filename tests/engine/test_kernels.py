@@ -577,8 +577,8 @@ def test_a_change_of_thread_count_keeps_each_shapes_product_path(monkeypatch):
 @pytest.mark.skipif(KERNELS["matmul"].compiled is None, reason="no MKL (the [fast] extra, on x86-64 Linux)")
 def test_a_new_product_shape_is_timed_on_mkl_at_the_most_threads_the_thread_policy_may_keep(monkeypatch):
     # Timed on the policy's first count (1 thread), shapes went to NumPy's one-thread OpenBLAS, and the
-    # policy's 2-thread steps then ran a quarter slower than MINIGRAD_THREADS=2's: it kept 1 thread on an
-    # idle machine where 2 trained 1.3x as fast.
+    # policy's 2-thread steps then ran slower than MINIGRAD_THREADS=2's: it kept 1 thread on an idle
+    # machine where 2 train faster.
     from minigrad import runtime
     from minigrad.kernels import mkl_blas
 
@@ -629,7 +629,7 @@ def test_a_new_product_shape_is_timed_on_mkl_at_the_most_threads_the_thread_poli
 
 def test_timing_on_more_threads_gives_up_where_they_are_not_free(monkeypatch):
     # Beside a busy process each MKL run on 2 threads waited for a time slice: timing every new shape there
-    # cost the demo's first step half a second. One slow run ends a shape's timing; a second shape's ends the
+    # made the demo's first step several times as long. One slow run ends a shape's timing; a second shape's ends the
     # widening.
     mkl_blas = pytest.importorskip("minigrad.kernels.mkl_blas")  # (numba: the [fast] extra)
     clock, asked = [0.0], []

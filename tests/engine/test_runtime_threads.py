@@ -171,7 +171,7 @@ def test_of_counts_within_ten_percent_the_fewest_threads_are_kept_and_said_so():
 
 def test_after_a_tie_the_counts_are_measured_again_once_the_hold_has_passed():
     # The demo's training on an idle machine: a noisy first trial measured 1 and 2 threads alike, where 2
-    # threads train 1.3x as fast; a tie is no answer.
+    # threads train faster; a tie is no answer.
     steps = FakeSteps({1: 0.080, 2: 0.078})
     tuner = _tuner(steps)
     steps.run(tuner, 12)
@@ -207,8 +207,8 @@ def test_after_a_tie_steps_that_grow_are_measured_again():
 
 
 def test_steps_shorter_than_50_ms_count_as_their_part_of_a_step_before_a_new_measurement():
-    # Beside busy processes a token's step wanders between 3 and 9 ms as the scheduler moves the load about;
-    # counted whole, ten of them (30 ms) were enough to try 2 threads again, five times in 300 tokens.
+    # Beside busy processes a token's step wanders as the scheduler moves the load about; counted whole, ten
+    # tokens were enough to try 2 threads again, several times in one sample.
     steps = FakeSteps({1: 0.004, 2: 0.030})
     tuner = _tuner(steps)
     steps.run(tuner, 40)
