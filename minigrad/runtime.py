@@ -30,7 +30,8 @@ the quicker is kept (the fewer threads unless more are 10% quicker), and the can
 again when the step time drifts by 30% or after 500 steps. A count that is clearly slower is given up
 within its first step (beside a busy process a 2-thread step can take many times a 1-thread one). The
 [fast] backend's products keep the path each shape took first, whatever the count, so a change of count
-changes no result. Where there is no
+changes no result; until the first choice, a new shape's MKL path is timed on N threads (NumPy's path stays
+on one under [fast]), so that the trial of N sees what N threads do. Where there is no
 affinity mask or no /proc (macOS, Windows, some containers) N is
 ``os.cpu_count()`` and the reason says so. What the user said wins over what it
 measures: ``MINIGRAD_THREADS=N`` sets N, and an ``OPENBLAS_NUM_THREADS``,

@@ -458,7 +458,7 @@ def _quicker(key: tuple, on_mkl, on_numpy):
         return on_mkl()
     times, out = {"mkl": [], "numpy": []}, {}
     on_mkl(), on_numpy()  # (on the count in force: what is set up once per shape, cheaply)
-    wider = timing_threads is not None and _lib is not None
+    wider = timing_threads is not None  # (set only where MKL is loaded: runtime._time_products_at)
     if wider:
         on_mkl = functools.partial(_at_threads, timing_threads, on_mkl)
     for _ in range(TRIES):
