@@ -267,10 +267,12 @@ class OpCensus:
 
         import numpy as np
 
-        # Every op call goes through ``registry.apply``; the call forms (call_forms.py: x.sum(dim),
+        # Every op call goes through ``registry.apply``; the call forms (minigrad/dialect/: x.sum(dim),
         # x.transpose(0, 1)...) hold their own name for it. (By module path: ``minigrad.<name>`` may be a function.)
+        dialect = ("reductions", "extremes", "elementwise", "shapes", "casts", "functions")
         applies = [(m, "apply", m.apply) for m in (importlib.import_module("minigrad.registry"),
-                                                   importlib.import_module("minigrad.call_forms"))]
+                                                   *(importlib.import_module(f"minigrad.dialect.{name}")
+                                                     for name in dialect))]
         self.saved = [(op, "forward", op.forward) for op in self.mg.OPS.values()]
         self.saved += [(op, "vjp", op.vjp) for op in self.mg.OPS.values()]
         self.saved += applies

@@ -17,17 +17,16 @@ which run the optional [fast] backend's compiled forms). Layers live in
 ``minigrad.viz`` (which imports graphviz only when used), checkpoints in
 ``minigrad.io``, in-place updates (``w -= v`` under ``no_grad``) in ``inplace.py``
 and the version counters that let backward see them in ``versions.py``,
-``call_forms.py`` reads PyTorch's and NumPy's spellings of each method and
+the package ``dialect/`` reads PyTorch's spellings of each method and
 ``mg.`` function and applies the op it means (``x.transpose(0, 1)``, ``x.max(-1)``,
-``mg.split(...)``), ``creation.py`` and ``random.py`` make tensors (``mg.tensor``,
-``mg.randn(..., generator=g)``), ``dtypes.py`` has PyTorch's dtype names,
-and ``runtime.py`` has the process-wide settings an entry script may choose
+``mg.split(...)``), one file a concern (reductions, shapes, creation, random,
+dtypes...), and ``runtime.py`` has the process-wide settings an entry script may choose
 (the default random generator, BLAS threads, malloc), which importing minigrad
 leaves alone (the first ``backward()`` tunes what no script chose;
 ``MINIGRAD_AUTOTUNE=0`` leaves them too).
 """
 
-from . import call_forms, creation, dtypes, fused, kernels, ops, random
+from . import dialect, fused, kernels, ops
 from .autograd import (
     AnomalyError,
     GradcheckError,
@@ -44,8 +43,8 @@ from .autograd import (
     linearize,
     vjp,
 )
-from .call_forms import ValuesIndices
-from .creation import (
+from .dialect import ValuesIndices, dtypes
+from .dialect.creation import (
     arange,
     cuda,
     device,
@@ -61,14 +60,14 @@ from .creation import (
     zeros,
     zeros_like,
 )
+from .dialect.random import Generator, default_generator, manual_seed, multinomial, rand, randint, randn, randperm
 from .kernels.backend import backend
 from .modes import composite_mode, enable_grad, is_composite_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .ops import OPS
-from .random import Generator, default_generator, manual_seed, multinomial, rand, randint, randn, randperm
 from .tensor import OpError, Tensor
 
-# The mg. functions PyTorch has (mg.split, mg.cat, mg.tanh, mg.max...): call_forms.py's forms, tensor first.
-globals().update(call_forms.functions)
+# The mg. functions PyTorch has (mg.split, mg.cat, mg.tanh, mg.max...): dialect/functions.py, tensor first.
+globals().update(dialect.functions)
 # PyTorch's dtype names (mg.float32, mg.long, mg.bool...), from dtypes.py: set here, after the code above, as
 # mg.float / mg.int / mg.bool would hide Python's builtins in this module.
 globals().update({name: getattr(dtypes, name) for name in dtypes.DTYPE_NAMES})
@@ -85,11 +84,11 @@ def __getattr__(name: str):
 
 __all__ = [
     "OPS", "AnomalyError", "Generator", "GradcheckError", "OpError", "Tensor", "VJPError", "ValuesIndices", "arange",
-    "backend", "backward", "call_forms", "composite_mode", "creation", "cuda", "default_generator", "detect_anomaly",
-    "device", "dtypes", "empty", "enable_grad", "eye", "from_numpy", "full", "full_like", "fused", "grad",
+    "backend", "backward", "composite_mode", "cuda", "default_generator", "detect_anomaly",
+    "device", "dialect", "dtypes", "empty", "enable_grad", "eye", "from_numpy", "full", "full_like", "fused", "grad",
     "gradcheck", "gradgradcheck", "hessian", "hvp", "is_composite_mode", "is_grad_enabled", "jacobian", "jvp",
     "kernels", "linearize", "linspace", "manual_seed", "multinomial", "no_grad", "ones", "ones_like", "ops", "rand",
-    "randint", "randn", "random", "randperm", "set_grad_enabled", "tensor", "vjp", "zeros", "zeros_like",
-    *call_forms.functions, *dtypes.DTYPE_NAMES,
+    "randint", "randn", "randperm", "set_grad_enabled", "tensor", "vjp", "zeros", "zeros_like",
+    *dialect.functions, *dtypes.DTYPE_NAMES,
 ]
 __version__ = "0.1.0"

@@ -430,7 +430,7 @@ class round_to:
 
 
 # --------------------------------------------------------------------------------------
-# Reductions (NumPy's axis= / keepdims= / ddof= here; call_forms.py reads PyTorch's dim= / keepdim= / correction=)
+# Reductions (NumPy's axis= / keepdims= / ddof= here; dialect/ reads PyTorch's dim= / keepdim= / correction=)
 # --------------------------------------------------------------------------------------
 
 _REDUCE = [sample((3, 4)), sample((3, 4), axis=1), sample((2, 3, 4), axis=(0, 2), keepdims=True),
@@ -538,7 +538,7 @@ class max:
     """Maximum over ``axis``. Tied maxima share the gradient equally (as ``torch.amax``).
 
     ``x.amax(dim)`` and NumPy's ``x.max(axis=d)``; PyTorch's ``x.max(dim)`` is (values,
-    indices), the values picked by ``getitem`` (``call_forms.py``).
+    indices), the values picked by ``getitem`` (``dialect/extremes.py``).
     """
     samples = _REDUCE
 

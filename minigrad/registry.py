@@ -9,7 +9,7 @@ cell) replaces its op; a different block that takes a name already in use is an
 error. ``ops.py`` and ``fused.py`` hold the blocks; the tests walk ``OPS``.
 
 A method whose spelling needs reading (``x.transpose(0, 1)``, ``x.var(0, keepdim=True)``,
-``x.max(-1)``) is a call form instead: ``call_forms.py`` writes it, and
+``x.max(-1)``) is a call form instead: ``dialect/`` writes it, and
 ``bind_call_form`` binds it, named for its op as the op's own methods are.
 
 Calling an op, as a method, an operator or ``Op.__call__``, is ``apply``: run the
@@ -245,7 +245,7 @@ def op(method: str | None = None, operator: str | None = None):
                 if holder is _TENSOR_OWN:
                     owner = "one of Tensor's own methods"
                 elif getattr(vars(Tensor)[attribute], "_call_form", False):
-                    owner = f"a call form of op {holder.name!r} (minigrad/call_forms.py)"
+                    owner = f"a call form of op {holder.name!r} ({vars(Tensor)[attribute].__module__})"
                 else:
                     owner = f"bound by op {holder.name!r} ({holder.origin}); unregister({holder.name!r}) frees it"
                 raise ValueError(f"op {name!r} ({origin}): Tensor.{attribute} is already {owner}. "
@@ -302,7 +302,7 @@ def _bind(op: Op) -> None:
         function.__module__ = Tensor.__module__
         function.__wrapped__ = op.block  # inspect.getsource(Tensor.__mul__) shows the op's block in ops.py
         function._bound_by_op = op  # so a re-run of the block may rebind it, and another block may not
-        function._displaced = vars(Tensor).get(attribute)  # a free name's placeholder (call_forms._Refused), put back
+        function._displaced = vars(Tensor).get(attribute)  # a free name's placeholder (dialect.refused), put back
         setattr(Tensor, attribute, function)
 
 
@@ -367,7 +367,7 @@ def _method(op: Op):
 
 
 def bind_call_form(function, name: str, op_name: str | None) -> None:
-    """Put ``function`` on ``Tensor`` as ``Tensor.<name>``: a call form (``call_forms.py``) of op ``op_name``.
+    """Put ``function`` on ``Tensor`` as ``Tensor.<name>``: a call form (``dialect/``) of op ``op_name``.
 
     A call form reads PyTorch's and NumPy's spellings of a call and applies the op.
     ``help(Tensor.<name>)`` shows the form's docstring, then the op's; ``inspect.getsource``
@@ -388,7 +388,8 @@ def bind_call_form(function, name: str, op_name: str | None) -> None:
     bound.__qualname__ = f"Tensor.{name}"
     bound.__module__ = function.__module__
     doc = inspect.cleandoc(function.__doc__ or "")
-    bound.__doc__ = doc if op is None else f"{doc}\n\nA call form of the op ``{op.name}`` ({op.origin}):\n\n{op.doc}"
+    doc += f"\n\nThe call is read by ``{function.__module__}.{function.__qualname__}``"
+    bound.__doc__ = f"{doc}." if op is None else f"{doc}, a form of the op ``{op.name}`` ({op.origin}):\n\n{op.doc}"
     if op is not None:
         bound.__wrapped__ = op.block  # inspect.getsource(Tensor.var) shows the op's block
         bound._bound_by_op = op  # so no other block takes the name

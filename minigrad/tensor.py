@@ -10,7 +10,7 @@ operators here (``x * w`` is ``Tensor.__mul__``, bound to the ``mul`` block;
 ``help(Tensor.__mul__)`` shows that block's docstring), and ``registry.apply``
 runs the op and records it. So adding an op adds its method too. Methods whose
 spelling needs reading (``x.transpose(0, 1)``, ``x.var(0, keepdim=True)``,
-``x.max(-1)``, ``x.to('cpu')``) are call forms, bound from ``call_forms.py``.
+``x.max(-1)``, ``x.to('cpu')``) are call forms, bound from ``dialect/``.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..tensor import Tensor
 from .dtypes import as_dtype
-from .tensor import Tensor
 
 # --------------------------------------------------------------------------------------
 # Devices: the CPU only

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import inplace as _inplace
-from . import runtime
+from .. import inplace as _inplace
+from .. import runtime
+from ..tensor import OpError, Tensor
 from .creation import check_device
 from .dtypes import as_dtype
-from .tensor import OpError, Tensor
 
 
 class Generator:

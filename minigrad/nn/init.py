@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..random import Generator, manual_seed  # noqa: F401  (nn.manual_seed: PyTorch's home for it)
+from ..dialect.random import Generator, manual_seed  # noqa: F401  (nn.manual_seed: PyTorch's home for it)
 from ..runtime import default_rng
 from ..tensor import Tensor
 from ..versions import bump

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..creation import check_device
+from ..dialect.creation import check_device
 from ..modes import module_scope
 from ..tensor import Tensor
 from ..versions import bump, replace_storage

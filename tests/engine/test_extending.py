@@ -171,7 +171,7 @@ def test_a_different_block_with_a_taken_name_is_an_error_naming_both_and_the_fix
 
 
 @pytest.mark.parametrize("method, holder", [("exp", "bound by op 'exp' (minigrad.ops.exp)"),
-                                             ("sum", "a call form of op 'sum' (minigrad/call_forms.py)"),
+                                             ("sum", "a call form of op 'sum' (minigrad.dialect.reductions)"),
                                              ("numel", "one of Tensor's own methods")])
 def test_a_method_name_already_taken_is_an_error(scratch_ops, method, holder):
     scratch_ops.append("scratch_twice")
@@ -193,7 +193,7 @@ def test_unregister_removes_the_op_and_its_method(scratch_ops):
 
 def test_a_pytorch_name_minigrad_refuses_is_free_for_an_op_and_refused_again_once_it_is_gone(scratch_ops):
     scratch_ops.append("scratch_twice")
-    make_op(lambda g, out, x: (g * 2.0,), method="norm")  # x.norm is refused with a hint (call_forms.INSTEAD)
+    make_op(lambda g, out, x: (g * 2.0,), method="norm")  # x.norm is refused with a hint (dialect.refused.INSTEAD)
     np.testing.assert_array_equal(mg.tensor([1.0, 2.0]).norm().data, [2.0, 4.0])
     unregister("scratch_twice")
     with pytest.raises(AttributeError, match=r"minigrad spells it \(x \*\* 2\)\.sum\(\)\.sqrt\(\)"):

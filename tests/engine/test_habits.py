@@ -146,7 +146,8 @@ def test_import_minigrad_as_torch_reaches_its_modules():
 def test_help_on_a_call_form_leads_to_its_op():
     import inspect
 
-    assert "A call form of the op ``var``" in mg.Tensor.var.__doc__
+    assert "read by ``minigrad.dialect.reductions.var``, a form of the op ``var`` (minigrad.ops.var)" \
+        in mg.Tensor.var.__doc__
     assert inspect.getsource(mg.Tensor.transpose).startswith("@op()\nclass transpose:")
     assert "split_size_or_sections" in str(inspect.signature(mg.Tensor.split))
 
