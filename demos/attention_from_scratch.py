@@ -289,7 +289,7 @@ if plt is not None:
 
 # %%
 def layer_norm(x: mg.Tensor, eps: float = 1e-5) -> mg.Tensor:
-    return (x - x.mean(axis=-1, keepdims=True)) / (x.var(axis=-1, keepdims=True) + eps).sqrt()
+    return (x - x.mean(-1, keepdim=True)) / (x.var(-1, keepdim=True, correction=0) + eps).sqrt()
 
 
 def transformer_block(x, heads, W_O, W1, b1, W2, b2, mask=None) -> mg.Tensor:

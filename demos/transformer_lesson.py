@@ -137,9 +137,9 @@ def scaling_table(rng: np.random.Generator, n: int = 64) -> list[tuple]:
         q = mg.tensor(rng.normal(0, 1, (200, d)))
         k = mg.tensor(rng.normal(0, 1, (n, d)))
         raw = q @ k.T  # (200, n)
-        a_raw = raw.softmax(axis=-1).max(axis=1).mean()
-        a_scaled = (raw / math.sqrt(d)).softmax(axis=-1).max(axis=1).mean()
-        rows.append((d, raw.var(ddof=0).sqrt().item(), a_raw.item(), a_scaled.item()))
+        a_raw = raw.softmax(-1).amax(1).mean()
+        a_scaled = (raw / math.sqrt(d)).softmax(-1).amax(1).mean()
+        rows.append((d, raw.var(correction=0).sqrt().item(), a_raw.item(), a_scaled.item()))
     return rows
 
 

@@ -242,7 +242,7 @@ class layer_norm:
         return layer_norm_grad(g, x, weight, eps=eps, saved=saved), grad_weight, grad_bias
 
     def composite(x, *affine, eps=1e-5, saved=None):
-        xhat = (x - x.mean(axis=-1, keepdims=True)) / (x.var(axis=-1, keepdims=True) + eps).sqrt()
+        xhat = (x - x.mean(-1, keepdim=True)) / (x.var(-1, keepdim=True, correction=0) + eps).sqrt()
         if not affine:
             return xhat
         weight, bias = affine
@@ -289,8 +289,8 @@ class layer_norm_grad:
         return ju * weight[0], grad_x, g * ju
 
     def composite(g, x, *weight, eps=1e-5, saved=None):
-        rstd = (x.var(axis=-1, keepdims=True) + eps) ** -0.5
-        xhat = (x - x.mean(axis=-1, keepdims=True)) * rstd
+        rstd = (x.var(-1, keepdim=True, correction=0) + eps) ** -0.5
+        xhat = (x - x.mean(-1, keepdim=True)) * rstd
         v = g * weight[0] if weight else g
         return rstd * (v - v.mean(axis=-1, keepdims=True) - xhat * (v * xhat).mean(axis=-1, keepdims=True))
 

@@ -113,6 +113,7 @@ _BROADCAST = [sample((3, 4), (3, 4)), sample((3, 4), (4,)), sample((2, 1, 4), (3
 @op(method="add", operator="add")
 class add:
     """a + b, with broadcasting."""
+    promotes = True
     samples = _BROADCAST
 
     def forward(a, b):
@@ -125,9 +126,13 @@ class add:
 @op(method="sub", operator="sub")
 class sub:
     """a - b, with broadcasting."""
+    promotes = True
     samples = _BROADCAST
 
     def forward(a, b):
+        if a.dtype == np.bool_ or b.dtype == np.bool_:
+            raise TypeError("subtraction with a bool tensor is not defined (as in PyTorch): to invert a mask write "
+                            "~mask; for numbers, cast first: mask.long() - 1")
         return a - b
 
     def vjp(g, out, a, b):
@@ -137,6 +142,7 @@ class sub:
 @op(method="mul", operator="mul")
 class mul:
     """a * b, with broadcasting."""
+    promotes = True
     samples = _BROADCAST
 
     def forward(a, b):
@@ -149,10 +155,14 @@ class mul:
 @op(method="div", operator="truediv")
 class div:
     """a / b, with broadcasting."""
+    promotes = True
     samples = [sample((3, 4), (3, 4), domain=(0.5, 2.0)), sample((3, 4), (4,), domain=(0.5, 2.0))]
 
     def forward(a, b):
-        return a / b
+        out = a / b
+        if out.dtype.kind == "f" and a.dtype.kind != "f" and b.dtype.kind != "f":
+            return out.astype(np.float32)  # int / int: PyTorch's true division gives the default float dtype
+        return out
 
     def vjp(g, out, a, b):
         gb = g / b
@@ -190,6 +200,7 @@ class pow:
 @op()
 class pow_tensor:
     """a ** b where the exponent is a tensor too (the base must be positive)."""
+    promotes = True
     samples = [sample((3, 4), (3, 4), domain=(0.5, 2.0)), sample((3, 4), (4,), domain=(0.5, 2.0))]
 
     def forward(a, b):
@@ -199,6 +210,8 @@ class pow_tensor:
         # As PyTorch: where b == 0 the base's gradient is 0 (not 0 * a**-1, NaN at a = 0), and
         # where a == 0 and b >= 0 the exponent's gradient is 0 (not 0 * log 0 = NaN).
         grad_a = (g * (b * a ** (b - 1))).masked_fill(np.broadcast_to(b.data == 0, out.shape), 0.0)
+        if not b.requires_grad:  # (a constant exponent, x ** mg.tensor([1, 2, 3]): no log of a negative base)
+            return grad_a, None
         zero_base = (a.data == 0) & (b.data >= 0)
         grad_b = (g * out * a.log()).masked_fill(np.broadcast_to(zero_base, out.shape), 0.0)
         return grad_a, grad_b
@@ -207,6 +220,7 @@ class pow_tensor:
 @op(method="maximum")
 class maximum:
     """Elementwise max(a, b). Where a == b the gradient is split evenly between them."""
+    promotes = True
     samples = _BROADCAST
 
     def forward(a, b):
@@ -222,6 +236,7 @@ class maximum:
 @op(method="minimum")
 class minimum:
     """Elementwise min(a, b). Where a == b the gradient is split evenly between them."""
+    promotes = True
     samples = _BROADCAST
 
     def forward(a, b):
@@ -235,6 +250,7 @@ class minimum:
 @op()
 class where:
     """``cond ? x : y`` elementwise; the boolean condition is not differentiated."""
+    promotes = True
     samples = [sample(np.array([[True, False, True, False]] * 3), (3, 4), (3, 4)),
                sample(np.array([True, False, False, True]), (3, 4), (3, 1))]
 
@@ -384,6 +400,106 @@ class erf:
 
     def vjp(g, out, x):
         return (g * (2.0 / math.sqrt(math.pi)) * (-(x * x)).exp(),)
+
+
+@op(method="sin")
+class sin:
+    """Sine."""
+    samples = [sample((3, 4))]
+
+    def forward(x):
+        return np.sin(x)
+
+    def vjp(g, out, x):
+        return (g * x.cos(),)
+
+
+@op(method="cos")
+class cos:
+    """Cosine."""
+    samples = [sample((3, 4))]
+
+    def forward(x):
+        return np.cos(x)
+
+    def vjp(g, out, x):
+        return (-g * x.sin(),)
+
+
+@op(method="log1p")
+class log1p:
+    """log(1 + x), accurate where x is tiny (log(1 + 1e-10) would round 1 + x to 1)."""
+    samples = [sample((3, 4), domain=(-0.5, 2.0))]
+
+    def forward(x):
+        return np.log1p(x)
+
+    def vjp(g, out, x):
+        return (g / (1.0 + x),)
+
+
+@op(method="expm1")
+class expm1:
+    """exp(x) - 1, accurate where x is tiny."""
+    samples = [sample((3, 4))]
+
+    def forward(x):
+        return np.expm1(x)
+
+    def vjp(g, out, x):
+        return (g * (out + 1.0),)
+
+
+class _Step:
+    """A piecewise-constant function: its gradient is 0 wherever it is defined (PyTorch's too)."""
+    samples = [sample((3, 4))]
+
+    def vjp(g, out, x):
+        return (g * 0.0,)
+
+
+@op(method="floor")
+class floor(_Step):
+    """The largest integer <= x (in x's dtype); gradient 0."""
+
+    def forward(x):
+        return np.floor(x)
+
+
+@op(method="ceil")
+class ceil(_Step):
+    """The smallest integer >= x (in x's dtype); gradient 0."""
+
+    def forward(x):
+        return np.ceil(x)
+
+
+@op(method="trunc")
+class trunc(_Step):
+    """x rounded towards 0 (in x's dtype); gradient 0."""
+
+    def forward(x):
+        return np.trunc(x)
+
+
+@op()
+class round:
+    """x rounded to ``decimals`` places, halves to even (NumPy's and PyTorch's rule); gradient 0."""
+    samples = [sample((3, 4), decimals=0), sample((3, 4), decimals=2)]
+
+    def forward(x, *, decimals=0):
+        return np.round(x, decimals)
+
+    def vjp(g, out, x, *, decimals=0):
+        return (g * 0.0,)
+
+
+@op(method="sign")
+class sign(_Step):
+    """-1, 0 or 1 as x is negative, zero or positive (NaN stays NaN); gradient 0."""
+
+    def forward(x):
+        return np.sign(x)
 
 
 @op(method="astype")
@@ -564,6 +680,63 @@ class min:
         return _extreme_vjp(g, out, x, axis, keepdims)
 
 
+def _flip(t: Tensor, axis: int) -> Tensor:
+    """``t`` reversed along ``axis`` (a getitem, so differentiable)."""
+    return t[(slice(None),) * (axis % t.ndim) + (slice(None, None, -1),)]
+
+
+@op()
+class cumsum:
+    """Running sum along ``axis``: out[j] = x[0] + ... + x[j]."""
+    samples = [sample((3, 4), axis=1), sample((3, 4), axis=0), sample((5,), axis=-1)]
+
+    def forward(x, *, axis):
+        return np.cumsum(x, axis=axis)
+
+    def vjp(g, out, x, *, axis):
+        # d out[j] / d x[k] = 1 for k <= j: x[k]'s gradient is the sum of g[j] over j >= k, a reversed running sum
+        return (_flip(cumsum(_flip(g, axis), axis=axis), axis),)
+
+
+@op()
+class cumprod:
+    """Running product along ``axis``: out[j] = x[0] * ... * x[j]."""
+    samples = [sample((3, 4), axis=1), sample((4,), axis=0),
+               sample(np.array([[0.5, 0.0, 2.0], [1.5, -1.0, 0.0]]), axis=1)]  # (zeros: no division in the VJP)
+
+    def forward(x, *, axis):
+        return np.cumprod(x, axis=axis)
+
+    def vjp(g, out, x, *, axis):
+        # d out[j] / d x[k] = the product of x[i] over i <= j, i != k (k <= j). Each k gets a copy of the row with
+        # x[k] replaced by 1, whose running product holds those; no division, so zeros in x are fine. O(n^2).
+        d = axis % x.ndim
+        order = [i for i in range(x.ndim) if i != d] + [d]
+        xs, gs = x.permute(*order), g.permute(*order)  # (..., n): the axis last
+        n = xs.shape[-1]
+        rows = xs.unsqueeze(-2).expand(*xs.shape[:-1], n, n).masked_fill(np.eye(n, dtype=bool), 1.0)  # (..., k, i)
+        partial = cumprod(rows, axis=-1).masked_fill(np.tri(n, n, -1, dtype=bool), 0.0)  # (..., k, j); 0 for j < k
+        grad = (partial * gs.unsqueeze(-2)).sum(-1)  # (..., k)
+        return (grad.permute(*np.argsort(order)),)
+
+
+@op()
+class norm:
+    """The Euclidean norm, sqrt(sum(x ** 2)) over ``axis``; its gradient x / norm is taken as 0 where the norm is 0.
+
+    (As PyTorch's: sqrt's own gradient at 0 is infinite, and 0 * inf would make the gradient NaN.)
+    """
+    samples = [sample((3, 4)), sample((3, 4), axis=1, keepdims=True)]
+
+    def forward(x, *, axis=None, keepdims=False):
+        return np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims))
+
+    def vjp(g, out, x, *, axis=None, keepdims=False):
+        zero = out.data == 0
+        scale = (g / out.masked_fill(zero, 1.0)).masked_fill(zero, 0.0)
+        return (_unreduce(scale, x.shape, axis, keepdims) * x,)
+
+
 @op()
 class logsumexp:
     """log(sum(exp(x))) over ``axis``, shifted by the max so large inputs cannot overflow."""
@@ -738,10 +911,10 @@ class getitem:
         return x[index]
 
     def vjp(g, out, x, *, index):
-        return (g.scatter_add(index=index, shape=x.shape),)
+        return (scatter_add(g, index=index, shape=x.shape),)
 
 
-@op(method="scatter_add")
+@op()
 class scatter_add:
     """A zero array of ``shape`` with g added at ``index`` (repeats accumulate): getitem's VJP."""
     samples = [sample((2, 5), index=(slice(1, 3),), shape=(4, 5)),
@@ -757,6 +930,7 @@ class scatter_add:
 @op()
 class concatenate:
     """Join tensors along an existing axis."""
+    promotes = True
     samples = [sample((2, 3), (4, 3)), sample((2, 3), (2, 1), (2, 2), axis=1)]
 
     def forward(*xs, axis=0):
@@ -771,6 +945,7 @@ class concatenate:
 @op()
 class stack:
     """Join same-shaped tensors along a new axis."""
+    promotes = True
     samples = [sample((2, 3), (2, 3)), sample((2, 3), (2, 3), (2, 3), axis=-1)]
 
     def forward(*xs, axis=0):

@@ -81,6 +81,7 @@ class Op:
     composite: Callable | None = None
     origin: str = ""  # module and name of the block that defined it: running that block again replaces it
     block: type | None = None  # the block itself, so the bound methods can point at its source
+    promotes: bool = False  # inputs of different dtypes are cast to PyTorch's result type first (``promoted``)
 
     def __call__(self, *inputs, **params):
         return apply(self, *inputs, **params)
@@ -142,6 +143,42 @@ def _as_inputs(inputs) -> tuple:
     return tuple(tensors)
 
 
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2}
+
+
+def _result_type(dtypes) -> np.dtype | None:
+    """PyTorch's promotion inside one group of operands: the highest category (int < float) decides, and only the
+    dtypes of that category are promoted with each other (float32 with int64 is float32, not NumPy's float64)."""
+    if not dtypes:
+        return None
+    top = max(_CATEGORY.get(d.kind, 3) for d in dtypes)
+    return np.result_type(*[d for d in dtypes if _CATEGORY.get(d.kind, 3) == top])
+
+
+def promoted(tensors: tuple) -> tuple:
+    """The inputs of an op that ``promotes``, cast to PyTorch's result type (``torch.result_type``).
+
+    Tensors with dims outrank 0-d tensors and numbers (which ``_as_input`` made 0-d), unless those
+    are of a higher category: a float32 matrix times an int64 vector is float32, an int64 vector
+    times a float64 0-d tensor is float64, ``int_tensor * 0.5`` is float32. Bool inputs (a
+    condition, a mask) are left as they are. The casts are recorded ops: gradients flow back
+    through them in each input's own dtype.
+    """
+    first = tensors[0]._data.dtype
+    if all(t._data.dtype == first for t in tensors):
+        return tensors
+    dims, zeros = [], []
+    for t in tensors:
+        dtype = t._data.dtype
+        if dtype.kind != "b":
+            (dims if t._data.ndim else zeros).append(dtype)
+    want, zero = _result_type(dims), _result_type(zeros)
+    if want is None or (zero is not None and _CATEGORY.get(zero.kind, 3) > _CATEGORY.get(want.kind, 3)):
+        want = zero
+    return tuple(t if t._data.dtype.kind == "b" or t._data.dtype == want else apply(OPS["astype"], t, dtype=want)
+                 for t in tensors)
+
+
 def _inputs_text(tensors, params) -> str:
     parts = [f"{tuple(t.shape)} {t.dtype}" for t in tensors]
     def is_array(v):  # arrays (a mask, layer norm's stats) would flood the message
@@ -163,6 +200,8 @@ def apply(op, *inputs, **params) -> Tensor:
         if not isinstance(x, Tensor):  # a number or array among the inputs: make them all Tensors
             tensors = _as_inputs(inputs)
             break
+    if op.promotes and len(tensors) > 1:  # (add, mul, where, cat...: PyTorch's type promotion)
+        tensors = promoted(tensors)
     if op.composite is not None and _state.composite:  # (core ops have no composite: no mode lookup)
         return op.composite(*tensors, **params)
     arrays = []  # the arrays themselves (.data is a property, versions.py), gathered by a loop: a comprehension
@@ -252,7 +291,7 @@ def op(method: str | None = None, operator: str | None = None):
                                  f"Pick another method= / operator= for this op")
         new = Op(name, block.forward, block.vjp, list(getattr(block, "samples", [])),
                  inspect.cleandoc(block.__doc__ or ""), method, operator,
-                 getattr(block, "composite", None), origin, block)
+                 getattr(block, "composite", None), origin, block, getattr(block, "promotes", False))
         if previous is not None:
             _unbind(previous)  # the edited block may bind a different method, or none
         OPS[name] = new

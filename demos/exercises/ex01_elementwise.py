@@ -19,9 +19,9 @@ chain rule. Use Tensor operations only (``g * out``, ``x.exp()``), never NumPy o
 The spelling these exercises expect is NumPy's, as the op table's blocks use it:
 the forwards are NumPy on ndarrays, the parameters are ``axis``/``keepdims``, and
 in the VJPs write ``g.sum(axis=0, keepdims=True)``. Tensor methods take PyTorch's
-spellings too (``g.sum(0, keepdim=True)`` is the same sum), but where the two
-read differently the keyword decides: ``x.var(axis=-1)`` is NumPy's population
-variance, ``x.var(-1)`` PyTorch's unbiased one (the README's "one dialect").
+spellings too (``g.sum(0, keepdim=True)`` is the same sum) with PyTorch's
+meaning: ``x.var(-1)`` and ``x.var(axis=-1)`` are both the unbiased variance,
+and the population variance is ``x.var(-1, correction=0)``.
 """
 
 import numpy as np

@@ -26,7 +26,7 @@ class my_layer_norm:
 
     def forward(x, weight, bias, *, eps=1e-5):
         # xhat = (x - mean(x)) / sqrt(var(x) + eps), mean and (population) variance over the last axis
-        # (x.var(axis=-1, keepdims=True): NumPy's, ddof=0); the output is xhat * weight + bias.
+        # (np.var(x, axis=-1, keepdims=True) on the ndarray, ddof=0); the output is xhat * weight + bias.
         raise NotImplementedError("exercise 5: my_layer_norm.forward")
 
     def vjp(g, out, x, weight, bias, *, eps=1e-5):

@@ -15,8 +15,9 @@ One file a concern, read in any order:
 * ``reductions.py``: sum, mean, prod, var, std, logsumexp, all, any;
 * ``extremes.py``: max, min, argmax, argmin, sort, topk;
 * ``elementwise.py``: softmax, clamp, tril/triu, log10/log2, pow, neg;
-* ``shapes.py``: indexing, reshape/view, transpose/permute, squeeze, expand, split...;
-* ``casts.py``: ``x.to(...)``, ``x.float()``, the device;
+* ``shapes.py``: indexing, reshape/view, transpose/permute, squeeze, expand, split, gather, scatter...;
+* ``linalg.py``: mm, bmm, mv, outer, dot, and ``mg.add(input, other)``...;
+* ``casts.py``: ``x.to(...)``, ``x.float()``, the device, ``x.add_(v)``...;
 * ``creation.py`` and ``random.py``: ``mg.tensor``, ``mg.zeros``, ``mg.randn(..., generator=g)``;
 * ``dtypes.py``: PyTorch's dtype names (``mg.float32``, ``mg.long``);
 * ``refused.py``: PyTorch's names minigrad lacks, each an error saying what to write;
@@ -28,7 +29,7 @@ op's block; ``inspect.getsource(Tensor.var)`` shows the op's block.
 """
 
 from .. import fused, ops  # noqa: F401  (the op table first: its blocks are what the forms apply)
-from . import casts, elementwise, extremes, random, reductions, refused, shapes  # noqa: F401  (each binds its forms)
+from . import casts, creation, elementwise, extremes, linalg, random, reductions, refused, shapes  # noqa: F401  (each binds its forms)
 from .arguments import bind
 from .extremes import ValuesIndices
 from .functions import functions

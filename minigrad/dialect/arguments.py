@@ -50,16 +50,6 @@ def keep_of(who: str, keepdim, keepdims, dim=None) -> bool:
     return bool(keepdim)
 
 
-class _NotGiven:
-    """The default of ``axis=`` where ``x.var(axis=None)`` (NumPy's, ddof=0) differs from ``x.var()`` (PyTorch's)."""
-
-    def __repr__(self) -> str:
-        return "None"
-
-
-NOT_GIVEN = _NotGiven()
-
-
 def dtype_name(dtype) -> str:
     try:
         return f"mg.{np.dtype(dtype).name}"

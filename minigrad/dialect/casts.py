@@ -63,3 +63,43 @@ def cuda(self, device=None) -> Tensor:
 bind_call_form(property(lambda self: CPU, doc="``'cpu'``: minigrad's only device."), "device", None)
 bind_call_form(property(lambda self: False, doc="False: no GPU here."), "is_cuda", None)
 
+
+
+# --------------------------------------------------------------------------------------
+# PyTorch's in-place arithmetic methods: x.add_(v) is x += v (inplace.py's rules)
+# --------------------------------------------------------------------------------------
+
+
+@bind(None, "add_")
+def add_(self, other, *, alpha=1) -> Tensor:
+    """``x += alpha * other`` in place; returns x."""
+    self += other if alpha == 1 else other * alpha
+    return self
+
+
+@bind(None, "sub_")
+def sub_(self, other, *, alpha=1) -> Tensor:
+    """``x -= alpha * other`` in place; returns x."""
+    self -= other if alpha == 1 else other * alpha
+    return self
+
+
+@bind(None, "mul_")
+def mul_(self, other) -> Tensor:
+    """``x *= other`` in place; returns x."""
+    self *= other
+    return self
+
+
+@bind(None, "div_")
+def div_(self, other) -> Tensor:
+    """``x /= other`` in place; returns x."""
+    self /= other
+    return self
+
+
+@bind(None, "fill_")
+def fill_(self, value) -> Tensor:
+    """Every element set to ``value`` in place; returns x."""
+    self[...] = value
+    return self

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..tensor import Tensor
+from .arguments import bind
 from .dtypes import as_dtype
 
 # --------------------------------------------------------------------------------------
@@ -68,6 +69,15 @@ class cuda:  # noqa: N801  (torch.cuda's name)
     @staticmethod
     def device_count() -> int:
         return 0
+
+    @staticmethod
+    def manual_seed(seed: int) -> None:
+        """Seeds the CPU generator (``mg.manual_seed``), so device-agnostic code that seeds CUDA runs as on CPU."""
+        from .random import manual_seed
+
+        manual_seed(seed)
+
+    manual_seed_all = manual_seed
 
 
 # --------------------------------------------------------------------------------------
@@ -174,3 +184,63 @@ def linspace(start, end, steps: int, dtype=None, device=None, requires_grad: boo
     check_device(device, "linspace")
     dtype = as_dtype(dtype, "linspace") or np.dtype(np.float32)
     return Tensor(np.linspace(start, end, steps).astype(dtype), requires_grad=requires_grad)
+
+
+# --------------------------------------------------------------------------------------
+# x.new_zeros(...) and friends: a new tensor with x's dtype (PyTorch's "new_" methods)
+# --------------------------------------------------------------------------------------
+
+
+@bind(None, "new_zeros")
+def new_zeros(self, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """``x.new_zeros(2, 3)``: zeros in x's dtype (unless ``dtype=``)."""
+    return zeros(*size, dtype=self.dtype if dtype is None else dtype, device=device, requires_grad=requires_grad)
+
+
+@bind(None, "new_ones")
+def new_ones(self, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """``x.new_ones(2, 3)``: ones in x's dtype (unless ``dtype=``)."""
+    return ones(*size, dtype=self.dtype if dtype is None else dtype, device=device, requires_grad=requires_grad)
+
+
+@bind(None, "new_empty")
+def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """``x.new_empty(2, 3)``: a new tensor in x's dtype (zeros here, as ``mg.empty``)."""
+    return empty(*size, dtype=self.dtype if dtype is None else dtype, device=device, requires_grad=requires_grad)
+
+
+@bind(None, "new_full")
+def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """``x.new_full(size, v)``: ``v`` everywhere, in x's dtype (unless ``dtype=``)."""
+    return full(size, fill_value, dtype=self.dtype if dtype is None else dtype, device=device,
+                requires_grad=requires_grad)
+
+
+@bind(None, "new_tensor")
+def new_tensor(self, data, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """``x.new_tensor(data)``: a copy of ``data`` in x's dtype (unless ``dtype=``)."""
+    return tensor(data, dtype=self.dtype if dtype is None else dtype, device=device, requires_grad=requires_grad)
+
+
+# --------------------------------------------------------------------------------------
+# Defaults: the dtype and device PyTorch code may set at its top
+# --------------------------------------------------------------------------------------
+
+
+def get_default_dtype() -> np.dtype:
+    """float32: minigrad's floats (``mg.tensor([1.0])``, ``mg.randn``, every layer's parameters)."""
+    return np.dtype(np.float32)
+
+
+def set_default_dtype(d) -> None:
+    """``mg.set_default_dtype(mg.float32)`` is accepted (it is the default); another dtype is an error saying what
+    to write, since minigrad's constructors and layers make float32 (cast a model with ``model.double()``)."""
+    if as_dtype(d, "set_default_dtype") != np.float32:
+        raise ValueError(f"set_default_dtype: minigrad's default float is float32 and cannot be changed; make "
+                         f"tensors with dtype={d!r} (mg.zeros(3, dtype=mg.float64)) or cast them (x.double(), "
+                         f"model.double())")
+
+
+def set_default_device(device) -> None:
+    """``mg.set_default_device('cpu')`` is accepted: the CPU is minigrad's only device (a GPU is an error)."""
+    check_device(device, "set_default_device")

@@ -1,4 +1,4 @@
-"""Elementwise forms PyTorch spells its own way: softmax, clamp, tril/triu, log10/log2, pow, neg."""
+"""Elementwise forms PyTorch spells its own way: softmax, clamp, tril/triu, log10/log2, pow, neg, round, rsqrt..."""
 
 from __future__ import annotations
 
@@ -88,3 +88,33 @@ def neg(self) -> Tensor:
 
 # --------------------------------------------------------------------------------------
 # Shapes: reshape/view, transpose/permute, squeeze/unsqueeze, flatten, expand, repeat, split, chunk
+
+
+@bind("round", "round")
+def round_(self, decimals: int = 0) -> Tensor:
+    """x rounded to ``decimals`` places, halves to even (``x.round()``, ``x.round(decimals=2)``); gradient 0."""
+    return apply(OPS["round"], self, decimals=decimals)
+
+
+@bind("pow", "reciprocal")
+def reciprocal(self) -> Tensor:
+    """1 / x."""
+    return apply(OPS["pow"], self, exponent=-1)
+
+
+@bind("pow", "rsqrt")
+def rsqrt(self) -> Tensor:
+    """1 / sqrt(x)."""
+    return apply(OPS["pow"], self, exponent=-0.5)
+
+
+@bind("mul", "square")
+def square(self) -> Tensor:
+    """x * x."""
+    return apply(OPS["mul"], self, self)
+
+
+@bind(None, "__rmod__")
+def rmod(self, other) -> Tensor:
+    """``2 % x``: Python's remainder (the sign of the divisor), as ``x % 2``; not differentiated."""
+    return Tensor._wrap(np.asarray(np.remainder(other, self.data)))

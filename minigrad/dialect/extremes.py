@@ -18,10 +18,10 @@ ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
 ValuesIndices.__doc__ = "What ``x.max(dim)``, ``x.min(dim)``, ``x.sort()`` and ``x.topk(k)`` return, as in PyTorch."
 
 
-def _along(shape: tuple, d: int, index: np.ndarray) -> tuple:
+def along(shape: tuple, d: int, index: np.ndarray) -> tuple:
     """The advanced index that picks ``index`` (shape = ``shape`` with dim ``d`` of any size) along dim ``d``.
 
-    ``x[_along(x.shape, d, i)]`` is ``np.take_along_axis(x, i, d)``, as a getitem, so the
+    ``x[along(x.shape, d, i)]`` is ``np.take_along_axis(x, i, d)``, as a getitem, so the
     gradient flows to the picked elements only (as PyTorch's max(dim), sort and topk).
     """
     parts = []
@@ -41,34 +41,47 @@ def _values_indices(who: str, x: Tensor, dim, keepdim: bool, pick) -> ValuesIndi
     if x.shape[d] == 0:
         raise OpError(f"{who}: dim {dim} has size 0, so there is no {who} along it (input {x.shape} {x.dtype})")
     kept = pick(x.data, axis=d, keepdims=True)  # (shape with 1 at d)
-    values = apply(OPS["getitem"], x, index=_along(x.shape, d, kept))  # (kept shape)
+    values = apply(OPS["getitem"], x, index=along(x.shape, d, kept))  # (kept shape)
     indices = kept if keepdim else kept.squeeze(d)
     if not keepdim:
         values = apply(OPS["reshape"], values, shape=indices.shape)
     return ValuesIndices(values, Tensor._wrap(indices.astype(np.int64, copy=False)))
 
 
+class _Every:
+    """The default dim of ``x.max()``: every element. (``x.max(dim=None)`` is refused, as in PyTorch.)"""
+
+    def __repr__(self) -> str:
+        return "None"
+
+
+_EVERY = _Every()
+
+
 def _extreme(name: str, pick, elementwise: str):
-    def extreme(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
-        if axis is not None or keepdims is not None:  # NumPy's words: the extremes alone (amax), ties sharing
-            return apply(OPS[name], self, axis=dim_of(name, dim, axis), keepdims=keep_of(name, keepdim, keepdims))
-        if dim is None:
-            if keepdim:
-                raise TypeError(f"{name}: keepdim=True needs a dim: x.{name}(dim, keepdim=True), or "
-                                f"x.a{name}(dim=None, keepdim=True) for the {name} of every element")
+    def extreme(self, dim=_EVERY, keepdim=False, *, axis=_EVERY, keepdims=None):
+        if axis is not _EVERY:
+            if dim is not _EVERY:
+                raise TypeError(f"{name}: dim= and axis= name the same thing; give one (x.{name}(dim={dim!r}))")
+            dim = axis
+        keepdim = keep_of(name, keepdim, keepdims, dim)
+        if dim is _EVERY and not keepdim:
             return apply(OPS[name], self)
+        if dim is _EVERY or dim is None or isinstance(dim, tuple | list):
+            raise TypeError(f"{name}: x.{name}(dim) takes one dim, as in PyTorch, and gives (values, indices); for "
+                            f"the {name}ima over several dims or every dim write "
+                            f"x.a{name}(dim={None if dim is _EVERY else dim!r}, keepdim={keepdim})")
         if isinstance(dim, Tensor | np.ndarray):  # PyTorch's x.max(other): elementwise
             return apply(OPS[elementwise], self, dim)
-        if isinstance(dim, tuple | list):  # (PyTorch takes one dim here; NumPy's amax over several)
-            return apply(OPS[name], self, axis=tuple(dim), keepdims=keep_of(name, keepdim, None))
-        return _values_indices(name, self, dim, keep_of(name, keepdim, None), pick)
+        return _values_indices(name, self, dim, keepdim, pick)
 
     extreme.__name__ = name
     word = "largest" if name == "max" else "smallest"
     extreme.__doc__ = (
         f"The {word} element: ``x.{name}()`` over every element; ``x.{name}(dim)`` is PyTorch's (values, indices) "
-        f"namedtuple, ``v, i = x.{name}(-1)``, the gradient going to the picked element; ``x.{name}(axis=d)`` "
-        f"is NumPy's, the values alone, tied {name}ima sharing the gradient; ``x.{name}(other)`` is "
+        f"namedtuple, ``v, i = x.{name}(-1)`` (``axis=`` and ``keepdims=`` are PyTorch's aliases), the gradient "
+        f"going to the picked element; ``x.a{name}(d)`` is the values alone, tied {name}ima sharing the "
+        f"gradient; ``x.{name}(other)`` is "
         f"``mg.{elementwise}(x, other)``.")
     return extreme
 
@@ -136,7 +149,7 @@ def sort(self, dim=-1, descending=False, stable=False, *, axis=None) -> ValuesIn
     if self.ndim == 0:
         return ValuesIndices(apply(OPS["getitem"], self, index=()), Tensor._wrap(np.zeros((), np.int64)))
     order = _order(self, d, descending)
-    return ValuesIndices(apply(OPS["getitem"], self, index=_along(self.shape, d, order)), Tensor._wrap(order))
+    return ValuesIndices(apply(OPS["getitem"], self, index=along(self.shape, d, order)), Tensor._wrap(order))
 
 
 @bind("getitem", "argsort")
@@ -155,7 +168,7 @@ def topk(self, k: int, dim=-1, largest=True, sorted=True) -> ValuesIndices:
     if self.ndim == 0:
         return sort(self)
     order = np.take(_order(self, d, largest), np.arange(k), axis=d)
-    return ValuesIndices(apply(OPS["getitem"], self, index=_along(self.shape, d, order)), Tensor._wrap(order))
+    return ValuesIndices(apply(OPS["getitem"], self, index=along(self.shape, d, order)), Tensor._wrap(order))
 
 
 # --------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..registry import OPS, apply
 from ..tensor import OpError, Tensor
+from . import creation, linalg
 from .arguments import as_tensor, dim_of
 
 
@@ -81,11 +82,15 @@ def _function(name: str):
 
 
 FUNCTIONS = ("abs", "exp", "log", "log10", "log2", "sqrt", "tanh", "sigmoid", "relu", "erf", "neg", "pow",
-             "sum", "mean", "prod", "var", "std", "logsumexp", "max", "min", "amax", "amin", "argmax", "argmin",
-             "all", "any", "sort", "argsort", "topk", "softmax", "log_softmax", "clip", "clamp", "tril", "triu",
-             "reshape", "transpose", "permute", "swapaxes", "squeeze", "unsqueeze", "flatten", "split", "chunk",
-             "unbind", "masked_fill", "repeat_interleave", "broadcast_to")
+             "sin", "cos", "log1p", "expm1", "floor", "ceil", "trunc", "round", "sign", "reciprocal", "rsqrt",
+             "square", "sum", "mean", "prod", "var", "std", "logsumexp", "cumsum", "cumprod", "norm", "max", "min",
+             "amax", "amin", "argmax", "argmin", "all", "any", "sort", "argsort", "topk", "softmax", "log_softmax",
+             "clip", "clamp", "tril", "triu", "reshape", "transpose", "permute", "swapaxes", "squeeze", "unsqueeze",
+             "flatten", "split", "chunk", "unbind", "masked_fill", "repeat_interleave", "broadcast_to", "gather",
+             "take_along_dim", "index_select", "scatter", "scatter_add")
 functions = {name: _function(name) for name in FUNCTIONS}
-functions.update(maximum=OPS["maximum"], minimum=OPS["minimum"], matmul=OPS["matmul"])  # the ops: numbers too
+functions.update(maximum=OPS["maximum"], minimum=OPS["minimum"])  # the ops: numbers too
+functions.update(linalg.FUNCTIONS)
 functions.update(cat=cat, concatenate=cat, concat=cat, stack=stack, where=where, einsum=einsum, allclose=allclose,
-                 isclose=isclose, equal=equal, numel=numel)
+                 isclose=isclose, equal=equal, numel=numel, get_default_dtype=creation.get_default_dtype,
+                 set_default_dtype=creation.set_default_dtype, set_default_device=creation.set_default_device)

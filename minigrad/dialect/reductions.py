@@ -12,7 +12,7 @@ import numpy as np
 
 from ..registry import OPS, apply
 from ..tensor import Tensor
-from .arguments import NOT_GIVEN, bind, dim_of, keep_of, scalar_dim
+from .arguments import bind, dim_of, keep_of, scalar_dim
 
 
 @bind("sum", "sum")
@@ -51,55 +51,41 @@ def prod(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None)
 
 
 def _correction(who: str, x: Tensor, dim, unbiased, keepdim, correction, axis, ddof, keepdims) -> tuple:
-    """(axis, ddof, keepdims) for var/std, PyTorch's default correction=1 unless NumPy's keywords are used.
+    """(axis, ddof, keepdims) for var/std: PyTorch's meaning, ``correction=1`` (unbiased) unless one is given.
 
-    ``x.var(0, keepdim=True)``: PyTorch, unbiased. ``x.var(axis=0, keepdims=True)`` or ``ddof=``: NumPy,
-    ddof=0 unless given. ``x.var(0)`` and ``x.var()`` read both ways: PyTorch's meaning (correction=1).
+    ``dim=``/``axis=`` and ``keepdim=``/``keepdims=`` are one argument each, as in PyTorch; the divisor
+    is n - correction, where ``unbiased=False`` and NumPy's ``ddof=0`` are other spellings of
+    ``correction=0``. (NumPy's ``a.var(axis=0)`` divides by n: here write ``x.var(0, correction=0)``.)
     """
     if isinstance(dim, bool):  # x.var(False): PyTorch's var(unbiased)
         dim, unbiased = None, dim if unbiased is None else unbiased
-    numpy_words = [name for name, v in (("keepdims", keepdims), ("ddof", ddof)) if v is not None]
-    if axis is not NOT_GIVEN:  # (x.var(axis=None) is NumPy's, ddof=0)
-        numpy_words.insert(0, "axis")
-    axis = None if axis is NOT_GIVEN else axis
-    torch_words = [name for name, v in (("unbiased", unbiased), ("correction", correction)) if v is not None]
-    if keepdim is not False:
-        torch_words.append("keepdim")
+    dims, keep = dim_of(who, dim, axis), keep_of(who, keepdim, keepdims)
     given = [v for v in (unbiased, correction, ddof) if v is not None]
-    dims, keep = dim_of(who, dim, axis), (keepdims if keepdims is not None else keepdim)
     if len(given) > 1:
-        raise TypeError(f"{who}: give one of correction=, unbiased= and ddof=, as "
+        raise TypeError(f"{who}: correction=, unbiased= and ddof= say the same thing; give one, as "
                         f"x.{who}(dim={dims!r}, keepdim={keep!r}, correction=1)")
-    if given:
-        amount = given[0] if unbiased is None else (1 if unbiased else 0)
-    elif numpy_words and torch_words:
-        raise TypeError(f"{who}: NumPy's {'= and '.join(numpy_words)}= (default ddof=0) mixed with PyTorch's "
-                        f"{'= and '.join(torch_words)}= (default correction=1): write "
-                        f"x.{who}(dim={dims!r}, keepdim={keep!r}, correction=1) or "
-                        f"x.{who}(axis={dims!r}, keepdims={keep!r}, ddof=0)")
-    else:
-        amount = 0 if numpy_words else 1
-    if axis is None and dims is not None and x.ndim == 0:
+    amount = 1 if not given else (given[0] if unbiased is None else int(bool(unbiased)))
+    if dims is not None and x.ndim == 0:
         dims = scalar_dim(who, x, dims)
-    return dims, amount, keep_of(who, keepdim, keepdims)
+    return dims, amount, keep
 
 
 @bind("var", "var")
-def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=NOT_GIVEN, ddof=None,
+def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, ddof=None,
         keepdims=None) -> Tensor:
-    """Variance over ``dim``: PyTorch's ``correction=1`` (unbiased) unless NumPy's ``axis=``/``keepdims=``/``ddof=``.
+    """Variance over ``dim``, dividing by n - ``correction`` (default 1, unbiased, as PyTorch).
 
-    ``x.var(0, keepdim=True)`` divides by n - 1, ``x.var(axis=0, keepdims=True)`` by n,
-    ``x.var(0, correction=0)`` / ``x.var(0, unbiased=False)`` / ``x.var(axis=0, ddof=1)`` say which.
+    ``x.var(0, keepdim=True)`` and ``x.var(axis=0, keepdims=True)`` are the same call, dividing by
+    n - 1; the population variance (NumPy's default) is ``x.var(0, correction=0)``.
     """
     axis, ddof, keepdims = _correction("var", self, dim, unbiased, keepdim, correction, axis, ddof, keepdims)
     return apply(OPS["var"], self, axis=axis, ddof=ddof, keepdims=keepdims)
 
 
 @bind("std", "std")
-def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=NOT_GIVEN, ddof=None,
+def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, ddof=None,
         keepdims=None) -> Tensor:
-    """Standard deviation, sqrt of ``var`` with the same arguments (PyTorch's correction=1 unless NumPy's words)."""
+    """Standard deviation, sqrt of ``var`` with the same arguments (``correction=1`` unless one is given)."""
     axis, ddof, keepdims = _correction("std", self, dim, unbiased, keepdim, correction, axis, ddof, keepdims)
     return apply(OPS["std"], self, axis=axis, ddof=ddof, keepdims=keepdims)
 
@@ -125,3 +111,40 @@ def _truth(name: str):
 
 bind(None, "all")(_truth("all"))
 bind(None, "any")(_truth("any"))
+
+
+def _running(name: str):
+    def running(self, dim=None, *, dtype=None, axis=None) -> Tensor:
+        dim = dim_of(name, dim, axis)
+        if dim is None:
+            raise TypeError(f"{name}: needs a dim, as in PyTorch: x.{name}(0) (x.flatten().{name}(0) for every "
+                            f"element)")
+        x = self if dtype is None else self.to(dtype)
+        if self.ndim == 0:
+            scalar_dim(name, self, dim)
+            return apply(OPS["reshape"], x, shape=())
+        return apply(OPS[name], x, axis=dim)
+
+    running.__name__ = name
+    running.__doc__ = f"The running {'sum' if name == 'cumsum' else 'product'} along ``dim``: out[j] over x[0..j]."
+    return running
+
+
+bind("cumsum", "cumsum")(_running("cumsum"))
+bind("cumprod", "cumprod")(_running("cumprod"))
+
+
+@bind("norm", "norm")
+def norm(self, p="fro", dim=None, keepdim=False, dtype=None, *, axis=None, keepdims=None) -> Tensor:
+    """The ``p``-norm over ``dim`` (None: every element): 2 (``'fro'``, the default), 1, ``inf``, or any p > 0."""
+    dim, keepdim = dim_of("norm", dim, axis), keep_of("norm", keepdim, keepdims, dim)
+    x = self if dtype is None else self.to(dtype)
+    if p in ("fro", 2, 2.0):
+        return apply(OPS["norm"], x, axis=dim, keepdims=keepdim)
+    if p in (float("inf"), "inf"):
+        return apply(OPS["max"], apply(OPS["abs"], x), axis=dim, keepdims=keepdim)
+    if isinstance(p, int | float) and p > 0:
+        powered = apply(OPS["pow"], apply(OPS["abs"], x), exponent=p)
+        return apply(OPS["pow"], apply(OPS["sum"], powered, axis=dim, keepdims=keepdim), exponent=1.0 / p)
+    raise ValueError(f"norm: p={p!r} is not a norm minigrad computes; write p=2 ('fro'), 1, float('inf') or a "
+                     f"number p > 0 (input {self.shape} {self.dtype})")

@@ -6,17 +6,18 @@ from ..tensor import Tensor
 from .arguments import bind
 
 INSTEAD = {
-    "add_": "x += v", "sub_": "x -= v", "mul_": "x *= v", "div_": "x /= v", "fill_": "x[...] = v",
-    "copy_": "x[...] = src", "clamp_": "x[...] = x.clamp(lo, hi)",
-    "masked_fill_": "x = x.masked_fill(mask, v)", "exp_": "x = x.exp()", "tanh_": "x = x.tanh()",
-    "new_zeros": "mg.zeros(shape, dtype=x.dtype)", "new_ones": "mg.ones(shape, dtype=x.dtype)",
-    "new_tensor": "mg.tensor(data, dtype=x.dtype)", "new_full": "mg.full(shape, v, dtype=x.dtype)",
-    "index_select": "x[idx] (dim 0) or x[:, idx] (dim 1), idx an int64 tensor",
-    "gather": "x[rows, idx] with rows = mg.arange(len(x)) (an int64 index per row)",
-    "cumsum": "a sum of slices, or x.numpy().cumsum(dim) outside the graph",
-    "norm": "(x ** 2).sum().sqrt()", "square": "x ** 2", "rsqrt": "x.sqrt() ** -1", "sign": "x / x.abs()",
+    "clamp_": "x[...] = x.clamp(lo, hi)", "masked_fill_": "x[...] = x.masked_fill(mask, v)",
+    "exp_": "x[...] = x.exp()", "tanh_": "x[...] = x.tanh()", "sigmoid_": "x[...] = x.sigmoid()",
     "unfold": "x[..., i:i + size] slices and mg.stack",
+    "index_add": "x.scatter_add(dim, idx, src) with idx = index broadcast to src's shape",
+    "nonzero": "mg.tensor(np.nonzero(x.numpy())) (an index, outside the graph)",
 }
+
+
+def table() -> str:
+    """The names above as a Markdown table (the README's list of what PyTorch has that minigrad does not)."""
+    rows = [f"| `x.{name}` | `{INSTEAD[name]}` |" for name in sorted(INSTEAD)]
+    return "\n".join(["| PyTorch | minigrad |", "| --- | --- |", *rows])
 
 
 class _Refused:
@@ -35,9 +36,9 @@ class _Refused:
         self.name = name
 
     def __get__(self, tensor, owner=None):
+        in_place = " (an in-place write, recorded in the graph as PyTorch's)" if self.name.endswith("_") else ""
         raise AttributeError(f"'Tensor' object has no attribute {self.name!r}: minigrad spells it "
-                             f"{INSTEAD[self.name]} (in-place writes under `with mg.no_grad():`, as the README's "
-                             f"in-place rules say)")
+                             f"{INSTEAD[self.name]}{in_place}")
 
 
 for _name in INSTEAD:

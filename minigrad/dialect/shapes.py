@@ -15,6 +15,7 @@ import numpy as np
 from ..registry import OPS, apply, bind_call_form
 from ..tensor import OpError, Tensor
 from .arguments import axis_in, bind, dim_of, dtype_name
+from .extremes import along
 
 
 def _shape_arg(shape: tuple) -> tuple:
@@ -123,22 +124,14 @@ def unsqueeze(self, dim=None, *, axis=None) -> Tensor:
 
 @bind("reshape", "squeeze")
 def squeeze(self, dim=None, *, axis=None) -> Tensor:
-    """Drop dims of size 1: all of them, or ``dim`` (PyTorch: a dim of another size is left as it is).
-
-    ``x.squeeze(axis=d)`` is NumPy's: a dim of another size is an error.
-    """
-    numpy = axis is not None
+    """Drop dims of size 1: all of them, or ``dim`` (an int or a tuple; a dim of another size is left as it is)."""
     dim = dim_of("squeeze", dim, axis)
     if dim is None:
         return apply(OPS["reshape"], self, shape=tuple(n for n in self.shape if n != 1))
     dims = {axis_in("squeeze", self, d) for d in (dim if isinstance(dim, tuple) else (dim,))}
     if self.ndim == 0:
         return self
-    bad = [d for d in sorted(dims) if self.shape[d] != 1]
-    if bad and numpy:
-        raise OpError(f"squeeze: axis {bad[0]} has size {self.shape[bad[0]]}, not 1 (input {self.shape} {self.dtype})")
-    drop = dims.difference(bad)
-    return apply(OPS["reshape"], self, shape=tuple(n for i, n in enumerate(self.shape) if i not in drop))
+    return apply(OPS["reshape"], self, shape=tuple(n for i, n in enumerate(self.shape) if i not in dims or n != 1))
 
 
 @bind("reshape", "flatten")
@@ -189,14 +182,14 @@ def _interleave(x: Tensor, repeats: int, d: int) -> Tensor:
 
 @bind("broadcast_to", "repeat")
 def repeat(self, *sizes, axis=None) -> Tensor:
-    """PyTorch's ``x.repeat(2, 3)``: the whole tensor tiled 2 x 3 times (``np.tile``).
+    """``x.repeat(2, 3)``: the whole tensor tiled 2 x 3 times (``np.tile``), as in PyTorch.
 
-    NumPy's ``x.repeat(r, axis=d)`` repeats each element ``r`` times along ``d`` (``repeat_interleave``).
+    NumPy's ``a.repeat(r, axis=d)`` (each element ``r`` times) is PyTorch's ``x.repeat_interleave(r, d)``:
+    the NumPy spelling is an error saying so, as PyTorch's ``repeat`` means something else.
     """
     if axis is not None:
-        if len(sizes) != 1 or not isinstance(sizes[0], int | np.integer):
-            raise TypeError(f"repeat: NumPy's form takes one count, x.repeat(2, axis={axis!r}); got {sizes!r}")
-        return _interleave(self, int(sizes[0]), axis_in("repeat", self, axis))
+        raise TypeError(f"repeat: x.repeat(r, axis={axis!r}) is NumPy's element repeat; PyTorch's repeat tiles the "
+                        f"whole tensor. Write x.repeat_interleave(r, dim={axis!r}) for each element r times")
     sizes = _shape_arg(sizes)
     if len(sizes) < self.ndim:
         raise OpError(f"repeat: {len(sizes)} counts for a tensor of {self.ndim} dims: give one per dim, as "
@@ -232,14 +225,15 @@ def _pieces(x: Tensor, d: int, cuts: list) -> tuple:
 
 @bind("getitem", "split")
 def split(self, split_size_or_sections, dim=0, *, axis=None):
-    """PyTorch's ``x.split(64, 2)``: pieces of size 64 along dim 2 (the last may be smaller), or of the listed sizes.
+    """``x.split(64, 2)``: pieces of size 64 along dim 2 (the last may be smaller), or of the listed sizes.
 
-    NumPy's ``x.split(3, axis=2)`` is ``np.split``: 3 equal parts, or cut at the listed indices (a list).
+    NumPy's ``np.split(a, 3, axis=2)``, three equal parts, is ``x.chunk(3, 2)``: ``x.split(3, axis=2)``
+    reads two ways, so it is an error saying which to write.
     """
     if axis is not None:
-        if dim != 0:
-            raise TypeError("split: dim= and axis= name the same thing; give one")
-        return list(_numpy_split(self, split_size_or_sections, axis))
+        raise TypeError(f"split: x.split(n, axis={axis!r}) reads two ways (NumPy: n equal parts; PyTorch: pieces of "
+                        f"size n); write x.split(n, dim={axis!r}) for pieces of size n, or x.chunk(n, {axis!r}) for "
+                        f"n equal parts")
     d = axis_in("split", self, dim)
     n = self.shape[d]
     if isinstance(split_size_or_sections, int | np.integer):
@@ -251,22 +245,10 @@ def split(self, split_size_or_sections, dim=0, *, axis=None):
         sizes = [int(s) for s in split_size_or_sections]
         if sum(sizes) != n or any(s < 0 for s in sizes):
             raise OpError(f"split: the sizes {sizes} must add up to dim {dim}'s size {n} (input {self.shape} "
-                          f"{self.dtype}); np.split's cut indices are x.split({sizes}, axis={dim})")
+                          f"{self.dtype}), as x.split({[n // 2, n - n // 2]}, {dim}); to cut at indices, as np.split, "
+                          f"give the sizes between the cuts")
         cuts = list(np.cumsum([0, *sizes]))
     return _pieces(self, d, cuts)
-
-
-def _numpy_split(x: Tensor, sections, axis) -> tuple:
-    """``np.split(x, sections, axis)``: ``sections`` equal parts (an int) or cut at the given indices."""
-    d = axis_in("split", x, axis)
-    n = x.shape[d]
-    if isinstance(sections, int | np.integer):
-        if sections <= 0 or n % sections:
-            raise OpError(f"split: axis {axis} of size {n} does not divide into {sections} equal parts "
-                          f"(input {x.shape} {x.dtype}); PyTorch's pieces of size {sections} are "
-                          f"x.split({sections}, dim={axis})")
-        return _pieces(x, d, list(range(0, n + 1, n // sections)))
-    return _pieces(x, d, [0, *(min(int(c), n) for c in sections), n])
 
 
 @bind("getitem", "chunk")
@@ -287,3 +269,85 @@ def unbind(self, dim=0) -> tuple:
 
 
 # --------------------------------------------------------------------------------------
+
+
+# --------------------------------------------------------------------------------------
+# Picking and placing along a dim: gather, take_along_dim, index_select, scatter, scatter_add
+# --------------------------------------------------------------------------------------
+
+
+def _index(who: str, index) -> np.ndarray:
+    """An integer index tensor's array (a list is taken too); anything else is an error naming ``who``."""
+    array = np.asarray(index.data if isinstance(index, Tensor) else index)
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"{who}: the index must be an integer tensor, got {array.dtype} (write index.long())")
+    return array
+
+
+@bind("getitem", "gather")
+def gather(self, dim, index, *, sparse_grad=False) -> Tensor:
+    """``out[i][j] = x[index[i][j]][j]`` (dim 0): values picked along ``dim``, shaped like ``index``."""
+    d, idx = axis_in("gather", self, dim), _index("gather", index)
+    if idx.ndim != self.ndim:
+        raise OpError(f"gather: index has {idx.ndim} dims, input {self.ndim}: they must match, as in PyTorch "
+                      f"(input {self.shape}, index {idx.shape})")
+    return apply(OPS["getitem"], self, index=along(idx.shape, d, idx))
+
+
+@bind("getitem", "take_along_dim")
+def take_along_dim(self, indices, dim=None) -> Tensor:
+    """``np.take_along_axis``: ``indices`` broadcast against x but along ``dim`` (None: of the flattened x)."""
+    idx = _index("take_along_dim", indices)
+    if dim is None:
+        return apply(OPS["getitem"], apply(OPS["reshape"], self, shape=(-1,)), index=idx.reshape(-1))
+    d = axis_in("take_along_dim", self, dim)
+    shape = np.broadcast_shapes(self.shape[:d] + (1,) + self.shape[d + 1:], idx.shape[:d] + (1,) + idx.shape[d + 1:])
+    x = broadcast_to(self, shape[:d] + (self.shape[d],) + shape[d + 1:])
+    idx = np.broadcast_to(idx, shape[:d] + (idx.shape[d],) + shape[d + 1:])
+    return apply(OPS["getitem"], x, index=along(idx.shape, d, idx))
+
+
+@bind("getitem", "index_select")
+def index_select(self, dim, index) -> Tensor:
+    """The slices at ``index`` (1-D) along ``dim``: ``x.index_select(0, idx)`` is ``x[idx]``."""
+    d, idx = axis_in("index_select", self, dim), _index("index_select", index)
+    if idx.ndim > 1:
+        raise OpError(f"index_select: index must be 1-D (or 0-d), got shape {idx.shape}")
+    return apply(OPS["getitem"], self, index=(slice(None),) * d + (idx.reshape(-1),))
+
+
+def _placed(who: str, x: Tensor, dim, index, src) -> tuple:
+    """(d, the advanced index of the places ``index`` names along ``dim``, src cut to ``index``'s shape)."""
+    d, idx = axis_in(who, x, dim), _index(who, index)
+    if idx.ndim != x.ndim:
+        raise OpError(f"{who}: index has {idx.ndim} dims, input {x.ndim}: they must match (input {x.shape}, "
+                      f"index {idx.shape})")
+    places = along(idx.shape, d, idx)
+    if isinstance(src, Tensor):
+        src = apply(OPS["getitem"], src, index=tuple(slice(0, n) for n in idx.shape))
+    return places, src
+
+
+@bind("scatter_add", "scatter_add")
+def scatter_add(self, dim, index, src) -> Tensor:
+    """x with ``src`` added at the places ``index`` names along ``dim`` (repeats accumulate): ``gather``'s reverse."""
+    places, src = _placed("scatter_add", self, dim, index, src)
+    return apply(OPS["add"], self, apply(OPS["scatter_add"], src, index=places, shape=self.shape))
+
+
+@bind("masked_fill", "scatter")
+def scatter(self, dim, index, src=None, *, value=None, reduce=None) -> Tensor:
+    """x with ``src`` (or the number ``value``) written at the places ``index`` names along ``dim``.
+
+    As in PyTorch, where ``index`` names one place twice, which write wins is not defined.
+    """
+    if reduce is not None:
+        raise TypeError(f"scatter: reduce={reduce!r} is not supported; write x.scatter_add(dim, index, src) to add")
+    src = value if src is None else src
+    places, src = _placed("scatter", self, dim, index, src)
+    hit = np.zeros(self.shape, dtype=bool)
+    hit[places] = True
+    if not isinstance(src, Tensor):  # a number
+        return apply(OPS["masked_fill"], self, hit, value=src)
+    written = apply(OPS["scatter_add"], src, index=places, shape=self.shape)
+    return apply(OPS["add"], apply(OPS["masked_fill"], self, hit, value=0.0), written)

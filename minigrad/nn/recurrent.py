@@ -106,7 +106,7 @@ class LSTMCell(_Cell):
         h = self._zeros(input) if h is None else h
         c = self._zeros(input) if c is None else c
         gates = self._input_part(input) + self._hidden_part(h)  # (B, 4H)
-        i, f, g, o = gates.split(4, axis=-1)  # each (B, H)
+        i, f, g, o = gates.chunk(4, -1)  # each (B, H)
         i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
         c = f * c + i * g  # forget part of the old memory, write the gated candidate
         h = o * c.tanh()  # expose part of it
@@ -122,8 +122,8 @@ class GRUCell(_Cell):
         """input (B, input_size), hx (B, hidden_size) or None for zeros -> h' (B, hidden_size)."""
         self._check(input, hx)
         h = self._zeros(input) if hx is None else hx
-        x_r, x_z, x_n = self._input_part(input).split(3, axis=-1)  # each (B, H)
-        h_r, h_z, h_n = self._hidden_part(h).split(3, axis=-1)
+        x_r, x_z, x_n = self._input_part(input).chunk(3, -1)  # each (B, H)
+        h_r, h_z, h_n = self._hidden_part(h).chunk(3, -1)
         r = (x_r + h_r).sigmoid()
         z = (x_z + h_z).sigmoid()
         n = (x_n + r * h_n).tanh()  # the reset gate scales the hidden part only, as in PyTorch (and cuDNN)

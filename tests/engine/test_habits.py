@@ -37,7 +37,9 @@ def test_split_with_a_size_cuts_pieces_of_that_size():
     assert q.shape == k.shape == v.shape == (2, 3, 64)
     assert [p.shape[-1] for p in x.split(100, dim=-1)] == [100, 92]
     assert [p.shape[-1] for p in x.split([10, 182], -1)] == [10, 182]
-    assert [p.shape[-1] for p in x.split(3, axis=-1)] == [64, 64, 64]  # NumPy's keyword: np.split
+    with pytest.raises(TypeError, match=r"write x.split\(n, dim=-1\) for pieces of size n, or x.chunk\(n, -1\)"):
+        x.split(3, axis=-1)  # NumPy's np.split (3 parts) or PyTorch's pieces of size 3: reads two ways, refused
+    assert [p.shape[-1] for p in x.chunk(3, -1)] == [64, 64, 64]
     assert [p.shape[0] for p in mg.split(mg.arange(7), 3)] == [3, 3, 1]
     assert [p.shape[0] for p in mg.arange(7).chunk(3)] == [3, 3, 1]
 
@@ -49,16 +51,17 @@ def test_var_and_std_spelled_as_pytorch_are_unbiased_over_the_given_dim():
     np.testing.assert_allclose(x.std(0, keepdim=True).data, a.std(0, ddof=1, keepdims=True))
     np.testing.assert_allclose(x.var(0, correction=0).data, a.var(0))
     np.testing.assert_allclose(x.var(1, unbiased=False).data, a.var(1))
-    np.testing.assert_allclose(x.var().item(), a.var(ddof=1))  # reads both ways: PyTorch's meaning
-    np.testing.assert_allclose(x.var(axis=0, keepdims=True).data, a.var(0, keepdims=True))  # NumPy's: ddof=0
-    np.testing.assert_allclose(x.std(axis=1, ddof=1).data, a.std(1, ddof=1))
+    np.testing.assert_allclose(x.var().item(), a.var(ddof=1))
+    # PyTorch's aliases axis= and keepdims= keep PyTorch's meaning (they used to mean NumPy's ddof=0)
+    np.testing.assert_allclose(x.var(axis=0, keepdims=True).data, a.var(0, ddof=1, keepdims=True))
+    np.testing.assert_allclose(x.var(axis=0, keepdim=True).data, x.var(0, keepdims=True).data)
+    np.testing.assert_allclose(x.std(axis=1, ddof=0).data, a.std(1))  # NumPy's ddof=: its plain meaning
 
 
 def test_a_hint_keeps_the_dim_it_was_given():
     x = mg.randn(3, 4)
-    with pytest.raises(TypeError, match=r"x\.var\(dim=0, keepdim=True, correction=1\) or "
-                                        r"x\.var\(axis=0, keepdims=True, ddof=0\)"):
-        x.var(axis=0, keepdim=True)
+    with pytest.raises(TypeError, match=r"x\.var\(dim=0, keepdim=True, correction=1\)"):
+        x.var(0, keepdim=True, ddof=1, correction=1)
     with pytest.raises(TypeError, match=r"x\.sum\(1, dtype=mg\.float64\)"):
         x.sum(1, np.float64)  # NumPy's positional dtype
 
@@ -85,7 +88,8 @@ def test_max_over_a_dim_is_values_and_indices():
     assert v.tolist() == [5.0, 7.0] and i.tolist() == [1, 0] and i.dtype == np.int64
     out = x.min(dim=1, keepdim=True)
     assert out.values.shape == (2, 1) and out.indices.tolist() == [[0], [1]]
-    assert x.max().item() == 7.0 and x.max(axis=-1).tolist() == [5.0, 7.0]  # whole tensor; NumPy's axis=
+    assert x.max().item() == 7.0 and x.max(axis=-1).indices.tolist() == [1, 0]  # axis= is PyTorch's alias too
+    assert x.amax(-1).tolist() == [5.0, 7.0]
     x.max(1).values.sum().backward()
     assert x.grad.tolist() == [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]
     assert x.sort(descending=True).indices.tolist() == [[1, 2, 0], [0, 2, 1]]

@@ -46,7 +46,7 @@ def _gelu_composite(x, approximate):
 
 def _layer_norm_composite(x, weight, bias, eps):
     centred = x - x.mean(axis=-1, keepdims=True)
-    return centred / (centred.var(axis=-1, keepdims=True) + eps).sqrt() * weight + bias
+    return centred / (centred.var(-1, keepdim=True, correction=0) + eps).sqrt() * weight + bias
 
 
 def _rms_norm_composite(x, weight, eps):
