@@ -234,8 +234,8 @@ def _recorded(cls, ctx: FunctionCtx, args: tuple, result):
         made = [_record_node(cls._op, tensors, result._data, (ctx, *kept), differentiable[0])]
     else:
         parts = [o for o, d in zip(outputs, differentiable) if d]
-        if not parts:
-            return result
+        if not parts or not is_grad_enabled() or not any(t.requires_grad for t in tensors):
+            return result  # nothing to record: forward's outputs as they are
         dtype = np.result_type(*[p.dtype for p in parts])
         start = 0
         for i, (o, d) in enumerate(zip(outputs, differentiable)):
@@ -319,7 +319,7 @@ def _per_input(cls, ctx: FunctionCtx, returned, inputs) -> tuple:
         arguments = _argument_names(cls, n)
         raise RuntimeError(f"backward: {name}.backward returned {len(returned)} gradient(s), but {name}.forward "
                            f"took {n} argument(s) after ctx ({arguments}); return one per argument, in order, None "
-                           f"for an argument that has no gradient (a number, a flag): return {_spelled(arguments)}")
+                           f"for an argument that has no gradient (a number, a flag): return {_spelled(arguments, ctx)}")
     grads, k = [], 0
     for i, r in enumerate(returned[:n]):
         x = inputs[k] if k < len(inputs) else None
@@ -360,9 +360,11 @@ def _argument_names(cls, n: int) -> str:
     return ", ".join(names)
 
 
-def _spelled(arguments: str) -> str:
+def _spelled(arguments: str, ctx: FunctionCtx) -> str:
+    """What backward should return, spelled: ``grad_x, None`` (None for an argument that is not a Tensor)."""
     names = arguments.split(", ")
-    return ", ".join(f"grad_{a}" if " " not in a else "None" for a in names) + ("," if len(names) == 1 else "")
+    spelled = [f"grad_{a}" if tensor and " " not in a else "None" for a, tensor in zip(names, ctx._tensor_args)]
+    return ", ".join(spelled) + ("," if len(names) == 1 else "")
 
 
 __all__ = ["Function", "FunctionCtx"]

@@ -393,7 +393,7 @@ def test_backward_returning_too_few_gradients_names_the_class_and_what_to_return
         Twice.apply(x, 1.0).sum().backward()
     message = str(caught.value)
     assert "Twice.backward returned 1 gradient(s)" in message and "took 2 argument(s) after ctx (x, k)" in message
-    assert "return grad_x, grad_k" in message and "None" in message
+    assert "return grad_x, None" in message
 
 
 @pytest.mark.parametrize("returned, words", [
