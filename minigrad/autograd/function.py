@@ -317,9 +317,10 @@ def _per_input(cls, ctx: FunctionCtx, returned, inputs) -> tuple:
     returned = returned if isinstance(returned, tuple | list) else (returned,)
     if len(returned) < n or any(r is not None for r in returned[n:]):
         arguments = _argument_names(cls, n)
+        spelled = _spelled(arguments, ctx)
         raise RuntimeError(f"backward: {name}.backward returned {len(returned)} gradient(s), but {name}.forward "
                            f"took {n} argument(s) after ctx ({arguments}); return one per argument, in order, None "
-                           f"for an argument that has no gradient (a number, a flag): return {_spelled(arguments, ctx)}")
+                           f"for an argument that has no gradient (a number, a flag): return {spelled}")
     grads, k = [], 0
     for i, r in enumerate(returned[:n]):
         x = inputs[k] if k < len(inputs) else None
