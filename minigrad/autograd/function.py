@@ -27,7 +27,7 @@ a backward written in Tensor ops is recorded under ``create_graph`` like any VJP
 second derivatives, ``gradcheck`` and ``gradgradcheck`` work.
 
 A forward that returns several Tensors records one node holding them all, packed
-into one flat array, and one small ``unpack`` node per output that reads its part
+into one flat array, and one small ``<Class>.unpack`` node per output that reads its part
 back out: the engine's node has one output, and the outputs' gradients must reach
 the one backward call together. ``backward`` gets zeros for an output that
 received no gradient (PyTorch's default), and for outputs that do not require grad.
@@ -64,8 +64,8 @@ class FunctionCtx:
         self._saved = None  # [(tensor, its counter, its count)] in save_for_backward's order (an output: its position)
         self._non_differentiable: set[int] = set()  # ids of outputs marked non-differentiable
         self._node = None  # the recorded node, while backward runs (a saved output is read from it)
-        self.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)  # (as PyTorch: under
-        # no_grad too, where backward will not run)
+        # One bool per argument of forward: does it need a gradient (as PyTorch, read from requires_grad alone)
+        self.needs_input_grad = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
 
     def save_for_backward(self, *tensors) -> None:
         """Keep ``tensors`` (inputs, outputs or intermediates; None allowed) for ``backward``: ``ctx.saved_tensors``."""
@@ -82,15 +82,16 @@ class FunctionCtx:
         out = []
         for i, (t, counter, count) in enumerate(self._saved or ()):
             if isinstance(t, int):  # an output of forward (its position): read from the recorded node
-                t = self._output(t)
-                changed = counter.count != count
+                t = self._output(t)  # (with several outputs a fresh unpack: the caller's output has the counter)
+                replaced = self._single and t._counter is not counter
             else:
-                changed = t is not None and (t._counter is not counter or counter.count != count)
-            if changed:
+                replaced = t is not None and t._counter is not counter  # t.data = ...: a new storage
+            if replaced or (t is not None and counter.count != count):
                 name = self._function.__name__
+                by = version_of(t).by if replaced else counter.by
                 raise RuntimeError(
                     f"backward: {name}.backward reads saved tensor {i} (ctx.save_for_backward's argument {i}, shape "
-                    f"{t.shape} {t.dtype}), which was changed in place by {counter.by or version_of(t).by} after "
+                    f"{t.shape} {t.dtype}), which was changed in place by {by} after "
                     f"{name}.forward saved it, so its gradient would be computed from the new values. Call "
                     f"backward() before changing the tensor (or any view of it), or save a copy in forward: "
                     f"ctx.save_for_backward(x.clone())")
@@ -112,10 +113,12 @@ class FunctionCtx:
             self._non_differentiable.add(id(t))
 
     def mark_dirty(self, *tensors) -> None:
+        """PyTorch's mark for a forward that writes its input in place: refused here, saying what to write instead."""
         raise NotImplementedError(f"{self._function.__name__}.forward: mark_dirty (a Function that writes its input "
                                   f"in place) is not supported; compute a new tensor and return it instead")
 
     def set_materialize_grads(self, value: bool) -> None:
+        """True is what minigrad always does (zeros for an output with no gradient); False is refused."""
         if not value:
             raise NotImplementedError(f"{self._function.__name__}.forward: set_materialize_grads(False) is not "
                                       f"supported: backward always gets zeros for an output with no gradient; "

@@ -495,3 +495,13 @@ def test_a_function_without_backward_says_to_write_one():
     x = mg.tensor(np.ones(3), requires_grad=True)
     with pytest.raises(NotImplementedError, match=r"NoBackward needs a backward .*@staticmethod def backward"):
         NoBackward.apply(x).sum().backward()
+
+
+def test_a_saved_output_given_a_new_array_through_data_is_refused():
+    """``y.data = array`` gives y a new storage (counted as a write, versions.py); Exp's backward would read it."""
+    Exp = functions(mg, [])["Exp"][2]
+    x = mg.tensor(np.arange(3.0), requires_grad=True)
+    y = Exp.apply(x)
+    y.data = np.zeros(3)
+    with pytest.raises(RuntimeError, match=r"Exp.*changed in place"):
+        y.sum().backward()
