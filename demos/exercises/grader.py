@@ -37,6 +37,7 @@ DOCS = {
     "allreduce": "the lesson demos/data_parallel_lesson.py, section 2 (the ring, step by step)",
     "scaler": "the lesson demos/precision_lesson.py, section 4 (dynamic loss scaling), and exercise 12's docstring "
               "(unscale_ before clipping)",
+    "function": "docs/adding_an_op.md, 'Outside the table: autograd.Function', and minigrad/autograd/function.py",
 }
 
 DTYPES = (np.float64, np.float32)

@@ -896,3 +896,66 @@ def grade_12(m, rng, say) -> None:
     say(f"LossScaler: scale_loss, unscaled gradients (with unscale_ before step() in {clipped_steps} steps, and a "
         f"second unscale_ refused), skipped steps and the scale equal the reference over {len(settings)} settings "
         f"x 30 generated steps (inf and NaN among them)")
+
+
+# --------------------------------------------------------------------------------------
+# 14. autograd.Function: the learner's backward, against the same function written in table ops
+# --------------------------------------------------------------------------------------
+
+def _softplus(x):
+    return x.relu() + ((-x.abs()).exp() + 1.0).log()
+
+
+def _normalize(x):
+    return x / (x * x).sum(axis=-1, keepdims=True).sqrt()
+
+
+def _function_cases(m):
+    """(name, the learner's Function applied, the same in table ops, input shapes, which inputs are constants)."""
+    return [
+        ("Softplus", m.Softplus.apply, _softplus, [(3, 4)], ()),
+        ("Softplus", m.Softplus.apply, _softplus, [(5,)], ()),
+        ("Normalize", m.Normalize.apply, _normalize, [(3, 4)], ()),
+        ("Normalize", m.Normalize.apply, _normalize, [(2, 3, 5)], ()),
+        ("ScaledMatmul", lambda x, W: m.ScaledMatmul.apply(x, W, 0.5), lambda x, W: (x @ W) * 0.5,
+         [(3, 4), (4, 5)], ()),
+        ("ScaledMatmul", lambda x, W: m.ScaledMatmul.apply(x, W, 0.5), lambda x, W: (x @ W) * 0.5,
+         [(3, 4), (4, 5)], (1,)),  # W a constant: only x's gradient is wanted
+    ]
+
+
+def grade_14(m, rng, say) -> None:
+    from .grader import make_inputs
+
+    cases = _function_cases(m)
+    for name, fn, reference, shapes, constant in cases:
+        for dtype in DTYPES:
+            xs = make_inputs(shapes, dtype, rng)
+            xs = [mg.tensor(x.data) if i in constant else x for i, x in enumerate(xs)]
+            wanted = [x for x in xs if x.requires_grad]
+            shown = f"{name}.apply ({dtype.__name__}, inputs {', '.join(str(s) for s in shapes)}" + (
+                ", W a constant)" if constant else ")")
+            out = run_learner(shown, fn, *xs, hint_key="function")
+            expected = reference(*xs)
+            compare(f"{shown}: the output (forward is given)", expected, out, "function")
+            G = mg.tensor(rng.standard_normal(expected.shape).astype(dtype))
+            ctx = out._saved[0] if out._saved is not None else None  # (what forward kept: backward frees it)
+            want = mg.grad((expected * G).sum(), wanted)
+            got = run_learner(f"{name}.backward, called by backward through {shown}", mg.grad, (out * G).sum(),
+                              wanted, hint_key="function")
+            for i, (e, gx) in enumerate(zip(want, got)):
+                compare(f"{name}.backward, the gradient of input {i} ({shown}), against the same function in table "
+                        f"ops", e, gx, "function")
+            if constant and ctx is not None:  # what backward returned itself: None where no gradient is wanted
+                with mg.no_grad():
+                    returned = run_learner(f"{name}.backward", m.ScaledMatmul.backward, ctx, G, hint_key="function")
+                if isinstance(returned, tuple | list) and len(returned) == 3 and returned[1] is not None:
+                    fail(f"{name}.backward ({shown})", f"returned a Tensor for W while ctx.needs_input_grad is "
+                         f"{ctx.needs_input_grad}: return None for an input whose gradient is not wanted "
+                         f"(computing it is wasted work)", "function")
+    say(f"Softplus, Normalize, ScaledMatmul: backward's gradients equal those of the same functions in table ops "
+        f"(float32 and float64, {len(cases)} cases, W constant in one)")
+    for name, fn, _, shapes, constant in cases:
+        if not constant:
+            grade_gradcheck(f"{name}.backward", fn, shapes, rng, hint_key="function")
+    say("gradcheck and gradgradcheck pass on all three: each backward is Tensor ops, so it is itself differentiable")

@@ -12,16 +12,20 @@ Beside them: ``contract.py`` (what backward checks: its arguments, that the grap
 changed in place since the forward pass, and what each VJP returns, with errors that name the culprit),
 ``anomaly.py`` (``detect_anomaly``), ``freed.py`` (what backward keeps of a node it frees, so
 the graph can still be drawn), ``checkpoint.py`` (``checkpoint``: keep a segment's inputs, recompute
-it in backward), ``memory.py`` (``graph_bytes``: what a recorded graph holds for backward).
+it in backward), ``function.py`` (``Function``: a forward and a backward written as a class, PyTorch's
+way of adding a differentiable function from outside the op table), ``memory.py`` (``graph_bytes``: what a
+recorded graph holds for backward).
 """
 
 from .anomaly import AnomalyError, detect_anomaly
 from .backprop import backward, grad
 from .checkpoint import checkpoint
 from .contract import VJPError
+from .function import Function, FunctionCtx
 from .functional import hessian, hvp, jacobian, jvp, linearize, vjp
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .memory import GraphBytes, graph_bytes
 
-__all__ = ["AnomalyError", "GradcheckError", "GraphBytes", "VJPError", "backward", "checkpoint", "detect_anomaly",
-           "grad", "gradcheck", "graph_bytes", "gradgradcheck", "hessian", "hvp", "jacobian", "jvp", "linearize", "vjp"]
+__all__ = ["AnomalyError", "Function", "FunctionCtx", "GradcheckError", "GraphBytes", "VJPError", "backward",
+           "checkpoint", "detect_anomaly", "grad", "gradcheck", "graph_bytes", "gradgradcheck", "hessian", "hvp",
+           "jacobian", "jvp", "linearize", "vjp"]

@@ -298,3 +298,64 @@ def test_the_command_line_reports_a_forgotten_return_without_a_traceback(capsys,
     out = capsys.readouterr().out
     assert "WRONG  toposort: returned None, expected a list or tuple of tensors (is a `return` missing?)" in out
     assert "Traceback" not in out
+
+
+def _function_mistakes():
+    """Exercise 14's wrong backwards, each a subclass of the reference Function under the same name."""
+    s14 = solutions(14)
+
+    def with_backward(base, backward, forward=None):
+        parts = {"backward": staticmethod(backward), **({"forward": staticmethod(forward)} if forward else {})}
+        return type(base.__name__, (base,), parts)
+
+    def sigmoid_through_numpy(ctx, g):  # right values, outside the graph: second order fails
+        (x,) = ctx.saved_tensors
+        return g * mg.tensor(1 / (1 + np.exp(-x.numpy())))
+
+    def sigmoid_of_minus_x(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * (-x).sigmoid()
+
+    def without_the_projection(ctx, g):
+        x, y = ctx.saved_tensors
+        return g / (x * x).sum(axis=-1, keepdims=True).sqrt()
+
+    def saving_the_norm(ctx, x):  # an intermediate of forward, made under no_grad: a constant to second order
+        norm = (x * x).sum(axis=-1, keepdims=True).sqrt()
+        y = x / norm
+        ctx.save_for_backward(y, norm)
+        return y
+
+    def reading_the_saved_norm(ctx, g):
+        y, norm = ctx.saved_tensors
+        return (g - y * (g * y).sum(axis=-1, keepdims=True)) / norm
+
+    def no_none_for_scale(ctx, g):
+        x, W = ctx.saved_tensors
+        return g @ W.T * ctx.scale, x.T @ g * ctx.scale
+
+    def every_gradient(ctx, g):
+        x, W = ctx.saved_tensors
+        return g @ W.T * ctx.scale, x.T @ g * ctx.scale, None
+
+    return [
+        (dict(Softplus=with_backward(s14.Softplus, sigmoid_of_minus_x)),
+         ["Softplus.backward, the gradient of input 0", "against the same function in table ops"]),
+        (dict(Softplus=with_backward(s14.Softplus, sigmoid_through_numpy)),
+         ["Softplus.backward, second-order derivatives", "steps outside the graph"]),
+        (dict(Normalize=with_backward(s14.Normalize, without_the_projection)),
+         ["Normalize.backward, the gradient of input 0"]),
+        (dict(Normalize=with_backward(s14.Normalize, reading_the_saved_norm, saving_the_norm)),
+         ["Normalize.backward, second-order derivatives"]),
+        (dict(ScaledMatmul=with_backward(s14.ScaledMatmul, no_none_for_scale)),
+         ["ScaledMatmul.backward returned 2 gradient(s)", "return grad_x, grad_W, None"]),
+        (dict(ScaledMatmul=with_backward(s14.ScaledMatmul, every_gradient)),
+         ["ScaledMatmul.backward", "returned a Tensor for W while ctx.needs_input_grad is (True, False, False)"]),
+    ]
+
+
+@pytest.mark.parametrize("replacements, named", _function_mistakes(),
+                         ids=["softplus-wrong-sign", "softplus-through-numpy", "normalize-no-projection",
+                              "normalize-saved-intermediate", "scaled-matmul-no-none", "scaled-matmul-unwanted-grad"])
+def test_exercise_14_names_the_function_whose_backward_is_wrong(replacements, named):
+    assert_caught(14, replacements, named)
