@@ -45,7 +45,7 @@ import threading
 import numpy as np
 
 from ..modes import is_grad_enabled, no_grad, set_grad_enabled
-from ..registry import Op
+from ..registry import OPS, Op
 from ..registry import apply as _record
 from ..tensor import Tensor
 from ..versions import version_of
@@ -275,7 +275,7 @@ def _unpack_forward(packed, *, start, stop, shape, dtype=None):
 
 def _unpack_vjp(g, out, packed, *, start, stop, shape, dtype=None):
     g = g.reshape(-1) if dtype is None else g.reshape(-1).astype(packed.dtype)
-    return (g.scatter_add(index=slice(start, stop), shape=packed.shape),)
+    return (_record(OPS["scatter_add"], g, index=slice(start, stop), shape=packed.shape),)
 
 
 def _unpack(cls, node: Tensor, part) -> Tensor:
