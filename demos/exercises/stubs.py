@@ -11,7 +11,8 @@ ORIGINAL_COUNT = {"ex01_elementwise": 5, "ex02_reductions_and_shapes": 7, "ex03_
                   "ex05_layers": 6, "ex06_rnn": 2, "ex07_adamw": 2, "ex08_kv_cache": 3, "ex09_forward_mode": 1,
                   "ex10_checkpoint": 2,
                   "ex11_ring_all_reduce": 1,
-                  "ex12_loss_scaler": 2}
+                  "ex12_loss_scaler": 2,
+                  "ex13_flash_attention": 2}
 
 
 def count_stubs(module: str, solutions: bool = False) -> tuple[int, int]:
