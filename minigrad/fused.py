@@ -614,11 +614,11 @@ def _flash_backward(q, k, v, bias, lse, g, scale, causal, block_size, out=None):
     grad_k = _join(dk, _blocks(Tk, block_size), lambda n: zeros(n, k.shape[-1]))
     grad_v = None if v is None else _join(dv, _blocks(Tk, block_size), lambda n: zeros(n, v.shape[-1]))
     grad_bias = None
-    if want_bias:
+    if want_bias:  # (..., Tq, Tk): the bias is as large itself, or the engine sums this down to its shape
         key_blocks = _blocks(Tk, block_size)
-        grad_bias = concatenate(*(_join({c: dbias[rows, c] for c in key_blocks if (rows, c) in dbias}, key_blocks,
-                                        lambda m, n=rows[1] - rows[0]: zeros(n, m), axis=-1)
-                                  for rows in _blocks(Tq, block_size)), axis=-2)
+        rows_of = {rows: _join({c: dbias[rows, c] for c in key_blocks if (rows, c) in dbias}, key_blocks,
+                               lambda m, n=rows[1] - rows[0]: zeros(n, m), axis=-1) for rows in _blocks(Tq, block_size)}
+        grad_bias = _join(rows_of, _blocks(Tq, block_size), lambda n: zeros(n, Tk))
     return grad_q, grad_k, grad_v, grad_bias
 
 
@@ -631,7 +631,9 @@ def _flash_zeros(dtype, lead):
 
 
 def _join(parts: dict, blocks, zeros, axis=-2):
-    """The blocks' tensors joined along ``axis`` in order; a block no tile reached is zeros."""
+    """The blocks' tensors joined along ``axis`` in order; a block no tile reached is zeros (no blocks: size 0)."""
+    if not blocks:
+        return zeros(0)
     return concatenate(*(parts[b] if b in parts else zeros(b[1] - b[0]) for b in blocks), axis=axis)
 
 

@@ -236,3 +236,16 @@ def test_gpt_flash_refuses_attention_dropout_while_training():
     model(np.zeros((1, 8), np.int64))
     with pytest.raises(TypeError, match="flash must be True or False"):
         GPTConfig(vocab_size=10, block_size=8, flash=1)
+
+
+@pytest.mark.parametrize("Tq, Tk", [(0, 5), (3, 0)])
+def test_empty_queries_or_keys_give_what_plain_attention_gives(Tq, Tk):
+    rng = np.random.default_rng(6)
+    q, k, v = tensors(rng, (2, Tq, 4), (2, Tk, 4), (2, Tk, 3))
+    bias = mg.tensor(np.zeros((Tq, Tk)), requires_grad=True)
+    plain = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    flash = F.flash_attention(q, k, v, attn_mask=bias)
+    np.testing.assert_array_equal(flash.data, plain.data)
+    for a, b in zip(mg.grad(plain.sum(), [q, k, v, bias]), mg.grad(flash.sum(), [q, k, v, bias])):
+        assert a.shape == b.shape
+        np.testing.assert_array_equal(b.data, a.data)
