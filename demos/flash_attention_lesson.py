@@ -129,10 +129,10 @@ for name, (m, l, acc) in (("first then second", merge(first, second)), ("second 
 # `tiles` lists the tiles the loops visit; a tile whose keys are all in the
 # future of all its queries is left out (section 4 counts them).
 #
-# This is the code of the fused op `flash_attention` (minigrad/fused.py): its
-# composite, line for line. The op's own forward is the same loop on NumPy
-# arrays; it keeps the logsumexp m + log l of each query for backward, and
-# nothing else of the tiles.
+# The same loop is the composite of the fused op `flash_attention`
+# (minigrad/fused.py), and the tests hold the two equal. The op's own forward
+# is this loop on NumPy arrays; it keeps the logsumexp m + log l of each query
+# for backward, and nothing else of the tiles.
 
 # %%
 def blocks(n: int, size: int) -> list[tuple[int, int]]:
@@ -555,8 +555,7 @@ assert linear and all(abs(p[0] - f[0]) < 1e-5 for _, p, f in gpt_rows)
 # tile from that number. The memory that grew with T^2 now grows with T, the
 # causal half is skipped rather than masked, and the traffic to slow memory
 # falls with the size of the fast one. The price is recomputing S in backward
-# (one more Q K^T), which on a GPU costs less than the traffic it saves; in
-# NumPy, where the loops run in Python, the tiled attention is slower, and the
-# point here is the memory. Exercise 13 (demos/exercises/ex13_flash_attention.py,
+# (one more Q K^T per tile), which on a GPU costs less than the traffic it
+# saves; this lesson measures memory and traffic, not time. Exercise 13 (demos/exercises/ex13_flash_attention.py,
 # graded by `python -m demos.exercises check 13`) asks you to write the merge of
 # two online-softmax states and the backward of one tile.

@@ -16,8 +16,9 @@ ops, as runnable code. It is the definition the fused op has to meet, and
 
 The backward primitives the VJPs use (``softmax_grad``, ``gelu_grad``,
 ``layer_norm_grad``) are fused ops too, with composites of their own: that
-keeps each VJP itself differentiable (``create_graph=True``). Adding a fused op
-is like adding a core op, plus a ``composite``.
+keeps each VJP itself differentiable (``create_graph=True``); so is
+``flash_attention_lse``, the logsumexp ``flash_attention`` keeps for its VJP.
+Adding a fused op is like adding a core op, plus a ``composite``.
 """
 
 from __future__ import annotations

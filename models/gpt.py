@@ -211,7 +211,9 @@ class GPT(nn.Module):
     ``checkpoint=True`` (or setting ``model.checkpoint`` later) checkpoints each
     block while training: its activations are recomputed in backward instead of
     kept (``minigrad.autograd.checkpoint``), the same gradients for less memory
-    and one more forward pass.
+    and one more forward pass. ``GPTConfig(flash=True)`` computes attention with
+    ``F.flash_attention``: the same outputs and gradients, without the (T, T)
+    weights, so what a step keeps grows linearly with the context.
     """
 
     checkpoint = False  # (the class's default, for subclasses that build their own blocks)

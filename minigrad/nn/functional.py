@@ -3,7 +3,8 @@
 Everything here is made of op-table ops, so its gradient comes from the table.
 linear, gelu, layer_norm, rms_norm, cross_entropy and attention's weights call the
 fused primitives of ``minigrad/fused.py`` (one forward and one VJP instead of a
-dozen small ops on the hot path). Each carries its composite of core ops as
+dozen small ops on the hot path), and so does ``flash_attention``, attention
+in tiles. Each carries its composite of core ops as
 runnable code; ``minigrad.composite_mode()`` runs that instead, and the tests
 hold the two equal.
 
