@@ -249,3 +249,22 @@ def test_empty_queries_or_keys_give_what_plain_attention_gives(Tq, Tk):
     for a, b in zip(mg.grad(plain.sum(), [q, k, v, bias]), mg.grad(flash.sum(), [q, k, v, bias])):
         assert a.shape == b.shape
         np.testing.assert_array_equal(b.data, a.data)
+
+
+@pytest.mark.parametrize("q_shape, k_shape, v_shape, mask_shape", [
+    ((5, 3), (7, 3), (7, 2), None),  # no batch axes
+    ((2, 1, 5, 3), (3, 7, 3), (3, 7, 2), (1, 7)),  # batch axes that broadcast, a mask over keys
+    ((2, 3, 5, 3), (2, 3, 7, 3), (2, 3, 7, 2), (3, 1, 7)),  # a per-head mask broadcast over queries
+    ((4, 5, 3), (4, 7, 3), (4, 7, 2), (7,)),  # a 1-D mask
+])
+def test_broadcast_batch_axes_and_masks_that_broadcast_match_plain_attention(q_shape, k_shape, v_shape, mask_shape):
+    rng = np.random.default_rng(7)
+    q, k, v = tensors(rng, q_shape, k_shape, v_shape)
+    mask = None if mask_shape is None else mg.tensor(rng.standard_normal(mask_shape), requires_grad=True)
+    wrt = [q, k, v] + ([mask] if mask is not None else [])
+    plain, flash = both(q, k, v, mask, True, 3)
+    np.testing.assert_allclose(flash.data, plain.data, rtol=1e-12, atol=1e-13)
+    seed = mg.tensor(rng.standard_normal(plain.shape))
+    for a, b in zip(mg.grad((plain * seed).sum(), wrt), mg.grad((flash * seed).sum(), wrt)):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(b.data, a.data, rtol=1e-10, atol=1e-12)
