@@ -49,6 +49,7 @@ LESSONS = {
     "memory_lesson": (["demos.memory_lesson"], True),
     "data_parallel_lesson": (["demos.data_parallel_lesson"], True),
     "precision_lesson": (["demos.precision_lesson"], True),
+    "flash_attention_lesson": (["demos.flash_attention_lesson"], True),
     "induction_heads": (["demos.induction_heads", "--quiet"], True),
     "seq2seq": (["demos.seq2seq", "--quiet"], True),
 }

@@ -20,7 +20,8 @@ from pathlib import Path
 DEMOS = Path(__file__).resolve().parent
 # The lessons, in the order the README's table gives them.
 LESSONS = ["quickstart", "rnn_vanishing_gradient", "attention_from_scratch", "transformer_lesson", "draw_graphs",
-           "forward_or_reverse", "memory_lesson", "data_parallel_lesson", "precision_lesson"]
+           "forward_or_reverse", "memory_lesson", "data_parallel_lesson", "precision_lesson",
+           "flash_attention_lesson"]
 KERNEL = {"name": "python3", "display_name": "Python 3", "language": "python"}
 
 

@@ -66,6 +66,7 @@ class GPTConfig:
     bias: bool = True  # biases in every Linear and LayerNorm
     tie_weights: bool = True  # the output layer reuses the token embedding matrix
     norm_eps: float = 1e-5
+    flash: bool = False  # attention by F.flash_attention (tiled: memory linear in T), no attention dropout
 
     def __post_init__(self):  # each rule is written once, in models/checks.py
         checks.positive_ints(self, "vocab_size", "block_size", "n_layer", "n_head", "d_model")
@@ -81,7 +82,7 @@ class GPTConfig:
             checks.rope_head_dim(self)
         checks.probabilities(self, "dropout")
         checks.positive_numbers(self, "norm_eps")
-        checks.bools(self, "bias", "tie_weights")
+        checks.bools(self, "bias", "tie_weights", "flash")
 
     @property
     def head_dim(self) -> int:
@@ -107,6 +108,7 @@ class CausalSelfAttention(nn.Module):
         self.out_proj = nn.Linear(c.d_model, c.d_model, c.bias, rng)
         self.rope = nn.RotaryEmbedding(c.head_dim) if c.position == "rope" else None  # no weights
         self.attn_dropout, self.rng = c.dropout, rng  # dropout on the attention weights, while training
+        self.flash = c.flash
 
     def forward(self, x, cache: KVCache | None = None):
         """x (B, T, d_model) -> (B, T, d_model). With a ``cache``, x holds the positions after the cached ones."""
@@ -122,9 +124,16 @@ class CausalSelfAttention(nn.Module):
             k, v = cache.update(k, v)  # (B, n_kv_head, start + T, head_dim): the cached positions, then these
         # softmax(q k^T / sqrt(head_dim)) v, each query seeing the keys up to its own position; the queries are
         # the last T of the start + T positions. enable_gqa shares each key/value head with its group of queries.
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_dropout if self.training else 0.0,
-                                           is_causal=True, enable_gqa=self.n_kv_head < self.n_head,
-                                           rng=self.rng)  # (B, n_head, T, head_dim)
+        if self.flash:  # the same, in tiles that never hold the (T, T) weights
+            if self.training and self.attn_dropout > 0:
+                raise ValueError(f"GPT: flash=True attention has no dropout on its weights, but dropout="
+                                 f"{self.attn_dropout}: set GPTConfig(dropout=0.0), or flash=False, or call "
+                                 f"model.eval()")
+            y = F.flash_attention(q, k, v, is_causal=True, enable_gqa=self.n_kv_head < self.n_head)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_dropout if self.training else 0.0,
+                                               is_causal=True, enable_gqa=self.n_kv_head < self.n_head,
+                                               rng=self.rng)  # (B, n_head, T, head_dim)
         y = y.transpose(1, 2).reshape(B, T, d_model)  # (B, T, d_model): the heads side by side
         return self.out_proj(y)  # (B, T, d_model)
 
@@ -202,7 +211,9 @@ class GPT(nn.Module):
     ``checkpoint=True`` (or setting ``model.checkpoint`` later) checkpoints each
     block while training: its activations are recomputed in backward instead of
     kept (``minigrad.autograd.checkpoint``), the same gradients for less memory
-    and one more forward pass.
+    and one more forward pass. ``GPTConfig(flash=True)`` computes attention with
+    ``F.flash_attention``: the same outputs and gradients, without the (T, T)
+    weights, so what a step keeps grows linearly with the context.
     """
 
     checkpoint = False  # (the class's default, for subclasses that build their own blocks)

@@ -37,6 +37,7 @@ EXERCISES = [
     Exercise(10, "ex10_checkpoint", "activation checkpointing: recompute in backward, second order, memory measured"),
     Exercise(11, "ex11_ring_all_reduce", "the ring all-reduce of data parallelism: the sum everywhere, bytes counted"),
     Exercise(12, "ex12_loss_scaler", "dynamic loss scaling for float16 with clipping (GradScaler's unscale_ and step)"),
+    Exercise(13, "ex13_flash_attention", "FlashAttention: merge two online-softmax states; one tile's backward"),
     Exercise(14, "ex14_autograd_function", "autograd.Function: write backward for PyTorch's form of a custom op"),
 ]
 PACKAGE = __name__.rsplit(".", 1)[0]  # demos.exercises

@@ -899,8 +899,187 @@ def grade_12(m, rng, say) -> None:
 
 
 # --------------------------------------------------------------------------------------
+# 13. FlashAttention: the merge of online-softmax states, and one tile's backward
+# --------------------------------------------------------------------------------------
+
+def _softmax_state(scores: np.ndarray, values: np.ndarray):
+    """(m, l, acc) of the rows of ``scores`` (n, m) over values (m, Ev); a row of only -inf: (-inf, 0, 0)."""
+    m = scores.max(axis=-1, keepdims=True) if scores.shape[-1] else np.full(scores.shape[:-1] + (1,), -np.inf)
+    p = np.exp(scores - np.where(np.isneginf(m), 0.0, m))
+    return m, p.sum(axis=-1, keepdims=True), p @ values
+
+
+def _merge_variant(a, b, variant: str):
+    """Two states merged with a named mistake ("no rescale", "inverted"), to recognise it in a learner's merge."""
+    (m1, l1, acc1), (m2, l2, acc2) = a, b
+    m = np.maximum(m1, m2)
+    with np.errstate(invalid="ignore", over="ignore"):
+        if variant == "no rescale":
+            f1 = f2 = np.ones_like(m)
+        else:
+            sign = -1 if variant == "inverted" else 1
+            f1, f2 = (np.where(np.isneginf(mi), 0.0, np.exp(sign * (mi - m))) for mi in (m1, m2))
+    return m, f1 * l1 + f2 * l2, f1 * acc1 + f2 * acc2
+
+
+MERGE_MISTAKES = {"no rescale": "l and acc are the plain sums of the two parts, but each was taken relative to its own "
+                                "max: rescale each by exp(m_own - m) before adding",
+                  "inverted": "the rescaling is inverted: the factor is exp(m_own - m) <= 1, not exp(m - m_own)"}
+
+
+def _grade_merge(m, rng, say) -> None:
+    cases = 0
+    for n, Ev, sizes in ((4, 3, (3, 5)), (6, 2, (1, 1)), (5, 4, (2, 3, 4, 1)), (3, 1, (7, 2, 2))):
+        for dtype in DTYPES:
+            scores = (rng.standard_normal((n, sum(sizes))) * 3).astype(dtype)
+            values = rng.standard_normal((sum(sizes), Ev)).astype(dtype)
+            cuts = np.cumsum((0,) + sizes)
+            scores[0, cuts[1]:] = -np.inf  # row 0 sees keys in the first block only
+            scores[1, :cuts[1]] = -np.inf  # row 1 none in the first block
+            if len(sizes) == 2:
+                scores[2] = -np.inf  # row 2 sees no key at all
+            parts = [_softmax_state(scores[:, a:b], values[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
+            expected = _softmax_state(scores, values)
+            what = f"merge of {len(sizes)} blocks of {list(sizes)} keys, {n} rows ({dtype.__name__})"
+            for order, states in (("in order", parts), ("in reverse order", parts[::-1])):
+                merged = states[0]
+                for state in states[1:]:
+                    merged = run_learner(f"{what}, {order}", m.merge, merged, state, hint_key="flash")
+                    learner_sequence(f"{what}, {order}", merged, 3, "arrays (m, l, acc)", "flash")
+                got = [learner_array(f"{what}, {order}", x, hint_key="flash") for x in merged]
+                unseen = np.isneginf(expected[0][:, 0])  # rows no block saw
+                if any(np.isnan(x).any() for x in got) and all(np.isnan(x[unseen]).any() for x in got[1:]):
+                    fail(f"{what}, {order}", "NaN in the merged state, in the rows that neither part had seen "
+                         "(m = -inf in both): exp(-inf - (-inf)) is NaN; take the exponents against a safe max, "
+                         "0 where m is -inf", "flash")
+                if len(states) == 2:
+                    for variant, words in MERGE_MISTAKES.items():
+                        wrong = _merge_variant(*states, variant)
+                        if all(np.allclose(g, w, equal_nan=True) for g, w in zip(got, wrong)) and not all(
+                                np.allclose(e, w, equal_nan=True) for e, w in zip(expected, wrong)):
+                            fail(f"{what}, {order}", words, "flash")
+                for name, e, g in zip(("m", "l", "acc"), expected, got):
+                    compare(f"{what}, {order}: {name}", e, g, "flash")
+                seen = got[1] > 0
+                compare(f"{what}, {order}: acc / l, the attention output",
+                        expected[2] / np.where(expected[1] > 0, expected[1], 1),
+                        np.where(seen, got[2] / np.where(seen, got[1], 1), 0), "flash")
+                cases += 1
+    say(f"merge: m, l, acc and acc / l equal the softmax of all the keys at once, in {cases} merges (both orders, "
+        f"folded over up to 4 blocks, rows that saw no key; float32 and float64)")
+
+
+def _tile_expected(q, k, v, do, lse, delta, scale, variant=""):
+    """The shares of one tile by the formulas (NumPy); ``variant`` makes a named mistake, to recognise it."""
+    s = q @ k.swapaxes(-1, -2) * scale
+    p = np.exp(s - s.max(-1, keepdims=True)) if variant == "softmax" else np.exp(s - lse)
+    if variant == "softmax":
+        p = p / p.sum(-1, keepdims=True)
+    ds = p * (do @ v.swapaxes(-1, -2) - (0 if variant == "no delta" else delta))
+    factor = 1.0 if variant == "no scale" else scale
+    return ds @ k * factor, ds.swapaxes(-1, -2) @ q * factor, p.swapaxes(-1, -2) @ do
+
+
+TILE_MISTAKES = {"no delta": "dS = P * dP leaves out the rowsum(dO * O) term: dS = P * (dP - delta_i)",
+                 "no scale": "the scale is missing: S = Q K^T * scale, so dQ and dK are each times scale",
+                 "softmax": "P is the tile renormalised on its own; the weights are exp(S - lse_i), with the "
+                            "logsumexp of the whole row"}
+
+
+def _assembled(tile_backward, q, k, v, do, out, lse, scale, block, what):
+    """dQ, dK, dV summed from the learner's tiles over every (query block, key block) pair."""
+    delta = (do * out).sum(axis=-1, keepdims=True)
+    lse = lse.unsqueeze(-1)
+    Tq, Tk = q.shape[-2], k.shape[-2]
+    grads = {"q": {}, "k": {}, "v": {}}
+    for i0 in range(0, Tq, block):
+        for j0 in range(0, Tk, block):
+            r, c = slice(i0, i0 + block), slice(j0, j0 + block)
+            shares = run_learner(what, tile_backward, q[..., r, :], k[..., c, :], v[..., c, :], do[..., r, :],
+                                 lse[..., r, :], delta[..., r, :], scale, hint_key="flash")
+            learner_sequence(what, shares, 3, "gradients (dq_i, dk_j, dv_j)", "flash")
+            for name, key, share in (("q", i0, shares[0]), ("k", j0, shares[1]), ("v", j0, shares[2])):
+                if not isinstance(share, mg.Tensor):
+                    fail(what, f"d{name} share is {type(share).__name__}, expected a Tensor (write the tile's "
+                               f"backward in Tensor ops, so it can be differentiated)", "flash")
+                grads[name][key] = share if key not in grads[name] else grads[name][key] + share
+    return [mg.cat([parts[key] for key in sorted(parts)], axis=-2) for parts in grads.values()]
+
+
+def _flash_op(tile_backward):
+    """An op block: the engine's tiled forward, and a VJP made of the learner's tiles (blocks of 3)."""
+    from minigrad.fused import _flash_forward
+
+    class my_flash_attention:
+        def forward(q, k, v, *, scale):
+            return _flash_forward(q, k, v, (), scale, False, 3)  # (out, the rows' logsumexp)
+
+        def vjp(g, out, q, k, v, *, scale):
+            lse = OPS["flash_attention_lse"](q, k, scale=scale, block_size=3, saved=out._saved)
+            return tuple(_assembled(tile_backward, q, k, v, g, out, lse, scale, 3, "tile_backward, inside the VJP"))
+
+    return my_flash_attention
+
+
+def _grade_tile_backward(m, rng, say) -> None:
+    from minigrad.fused import _flash_forward
+
+    for lead, Tq, Tk, E, Ev in (((), 6, 7, 3, 2), ((2,), 5, 5, 4, 3), ((2, 3), 8, 6, 2, 4)):
+        for dtype in DTYPES:
+            q, k, v, do = (rng.standard_normal(lead + shape).astype(dtype)
+                           for shape in ((Tq, E), (Tk, E), (Tk, Ev), (Tq, Ev)))
+            scale = dtype(1 / np.sqrt(E))
+            out, lse = _flash_forward(q, k, v, (), scale, False, 64)
+            delta = (do * out).sum(-1, keepdims=True)
+            r, c = slice(1, 4), slice(2, 6)  # one tile: queries 1-3, keys 2-5
+            args = (q[..., r, :], k[..., c, :], v[..., c, :], do[..., r, :], lse[..., r, None], delta[..., r, :])
+            what = f"tile_backward, queries 1-3 against keys 2-5 (inputs {lead + (Tq, E)}, {dtype.__name__})"
+            with mg.no_grad():
+                got = run_learner(what, m.tile_backward, *(mg.tensor(a) for a in args), scale, hint_key="flash")
+            learner_sequence(what, got, 3, "gradients (dq_i, dk_j, dv_j)", "flash")
+            expected = _tile_expected(*args, scale)
+            for variant, words in TILE_MISTAKES.items():
+                mistaken = _tile_expected(*args, scale, variant)
+                if all(isinstance(g, mg.Tensor) and g.shape == e.shape and np.allclose(g.data, e, rtol=1e-4)
+                       for g, e in zip(got, mistaken)) and not all(np.allclose(e, x, rtol=1e-4)
+                                                                   for e, x in zip(expected, mistaken)):
+                    fail(what, words, "flash")
+            for name, e, g in zip(("dq_i", "dk_j", "dv_j"), expected, got):
+                compare(f"{what}: {name}", e, g, "flash")
+    say("tile_backward: dq_i, dk_j and dv_j of one tile equal the formulas (3 shapes, float32 and float64)")
+
+    for lead, T, E, block in (((2,), 7, 3, 3), ((2, 2), 9, 4, 4), ((), 5, 2, 1)):
+        for dtype in DTYPES:
+            q, k, v = (mg.tensor(rng.standard_normal(lead + (T, E)).astype(dtype), requires_grad=True)
+                       for _ in range(3))
+            plain = mg.nn.functional.scaled_dot_product_attention(q, k, v)
+            do = mg.tensor(rng.standard_normal(plain.shape).astype(dtype))
+            expected = mg.grad(plain, [q, k, v], do)
+            out, lse = _flash_forward(q.data, k.data, v.data, (), 1 / np.sqrt(E), False, block)
+            what = f"tile_backward summed over every tile pair (blocks of {block}, T = {T}, {dtype.__name__})"
+            with mg.no_grad():
+                got = _assembled(m.tile_backward, q.detach(), k.detach(), v.detach(), do, mg.tensor(out),
+                                 mg.tensor(lse), dtype(1 / np.sqrt(E)), block, what)
+            for name, e, g in zip(("dQ", "dK", "dV"), expected, got):
+                compare(f"{what}: {name} against plain attention's gradient", e, g, "flash")
+    say("tile_backward: summed over every tile pair, dQ, dK, dV equal plain attention's gradients (blocks of 1, 3 "
+        "and 4, T not a multiple; float32 and float64)")
+
+    with registered(_flash_op(m.tile_backward)) as mine:
+        grade_gradcheck("my_flash_attention (the engine's tiled forward, your tiles as its VJP)", mine,
+                        [(2, 5, 3), (2, 5, 3), (2, 5, 2)], rng, params=dict(scale=0.6), hint_key="flash")
+    say("tile_backward: as the VJP of a registered op, first and second order against finite differences")
+
+
+def grade_13(m, rng, say) -> None:
+    _grade_merge(m, rng, say)
+    _grade_tile_backward(m, rng, say)
+
+
+# --------------------------------------------------------------------------------------
 # 14. autograd.Function: the learner's backward, against the same function written in table ops
 # --------------------------------------------------------------------------------------
+
 
 def _softplus(x):
     return x.relu() + ((-x.abs()).exp() + 1.0).log()

@@ -12,6 +12,7 @@ ORIGINAL_COUNT = {"ex01_elementwise": 5, "ex02_reductions_and_shapes": 7, "ex03_
                   "ex10_checkpoint": 2,
                   "ex11_ring_all_reduce": 1,
                   "ex12_loss_scaler": 2,
+                  "ex13_flash_attention": 2,
                   "ex14_autograd_function": 3}
 
 

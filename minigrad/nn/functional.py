@@ -3,7 +3,8 @@
 Everything here is made of op-table ops, so its gradient comes from the table.
 linear, gelu, layer_norm, rms_norm, cross_entropy and attention's weights call the
 fused primitives of ``minigrad/fused.py`` (one forward and one VJP instead of a
-dozen small ops on the hot path). Each carries its composite of core ops as
+dozen small ops on the hot path), and so does ``flash_attention``, attention
+in tiles. Each carries its composite of core ops as
 runnable code; ``minigrad.composite_mode()`` runs that instead, and the tests
 hold the two equal.
 
@@ -311,3 +312,44 @@ def _group_heads(mask, ndim: int, n_kv: int, n_heads: int):
     else:
         grouped = shape[:-3] + (n_kv, n_heads // n_kv) + shape[-2:]
     return mask.reshape(grouped)
+
+
+def flash_attention(query: Tensor, key: Tensor, value: Tensor, is_causal: bool = False, attn_mask=None,
+                    block_size: int = 64, *, scale: float | None = None, enable_gqa: bool = False) -> Tensor:
+    """``scaled_dot_product_attention`` (without dropout), computed in tiles: FlashAttention.
+
+    The same result and gradients as ``scaled_dot_product_attention(query, key, value, attn_mask,
+    is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)``, with the same masks and conventions, but
+    the (..., Tq, Tk) attention weights are never made: the fused op ``flash_attention``
+    (``minigrad/fused.py``) runs the online softmax over ``block_size`` x ``block_size`` tiles of the scores,
+    keeps one logsumexp per query for backward, and recomputes each tile there. What the graph holds grows
+    linearly with the sequence, not with its square; causal, the tiles above the diagonal are skipped.
+    demos/flash_attention_lesson.py builds it step by step.
+    """
+    q, k, v = query, key, value
+    who = "flash_attention"
+    scores_shape = _attention_scores_shape(who, q, k, v, enable_gqa)
+    if isinstance(block_size, bool) or not isinstance(block_size, int | np.integer) or block_size < 1:
+        raise ValueError(f"{who}: block_size must be a positive int (the tile's side, in positions), "
+                         f"got {block_size!r}")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    bias = None  # the mask as a float added to the scores: 0 where a key may be seen, -inf where not
+    if attn_mask is not None:
+        check_mask_broadcasts(who, "attn_mask", attn_mask, scores_shape)
+        if _array(attn_mask).dtype == np.bool_:
+            bias = np.where(_array(attn_mask), 0.0, -np.inf).astype(q.dtype)
+        else:
+            bias = attn_mask if isinstance(attn_mask, Tensor) else np.asarray(attn_mask, dtype=q.dtype)
+        if bias.ndim < 2:  # (Tk,): one row for every query
+            bias = bias.reshape((1,) * (2 - bias.ndim) + tuple(bias.shape))
+    grouped = enable_gqa and min(q.ndim, k.ndim) >= 3 and k.shape[-3] != q.shape[-3]
+    if grouped:  # as in scaled_dot_product_attention: each key/value head broadcast over its group of queries
+        n_heads, n_kv = q.shape[-3], k.shape[-3]
+        q = q.reshape(q.shape[:-3] + (n_kv, n_heads // n_kv) + q.shape[-2:])  # (..., Hkv, G, Tq, E)
+        k, v = k.unsqueeze(-3), v.unsqueeze(-3)  # (..., Hkv, 1, Tk, E)
+        bias = _group_heads(bias, len(scores_shape), n_kv, n_heads)
+    extra = () if bias is None else (bias,)
+    out = fused.flash_attention(q, k, v, *extra, scale=scale, causal=bool(is_causal), block_size=int(block_size))
+    if grouped:
+        out = out.reshape(out.shape[:-4] + (n_heads,) + out.shape[-2:])  # (..., Hq, Tq, Ev)
+    return out

@@ -15,9 +15,10 @@ from demos_helpers import DEMOS, cells, run_cells
 
 ROOT = DEMOS.parent
 LESSONS = ["quickstart", "rnn_vanishing_gradient", "attention_from_scratch", "transformer_lesson", "draw_graphs",
-           "forward_or_reverse", "memory_lesson", "data_parallel_lesson", "precision_lesson"]
+           "forward_or_reverse", "memory_lesson", "data_parallel_lesson", "precision_lesson",
+           "flash_attention_lesson"]
 DRAWS_PICTURES = {"rnn_vanishing_gradient", "attention_from_scratch", "draw_graphs", "forward_or_reverse",
-                  "memory_lesson", "data_parallel_lesson", "precision_lesson"}
+                  "memory_lesson", "data_parallel_lesson", "precision_lesson", "flash_attention_lesson"}
 
 # Ways a demo could send the reader to a file the repository does not have: the seed texts' file names,
 # the "seeds" folder, and step numbers of a notebook the reader never saw.

@@ -25,9 +25,9 @@ ROOT = DEMOS.parent
 # lesson -> how many pictures it displays inline (images: SVG or PNG)
 PICTURES = {"quickstart": 0, "rnn_vanishing_gradient": 1, "attention_from_scratch": 2, "transformer_lesson": 0,
             "draw_graphs": 5, "forward_or_reverse": 1, "memory_lesson": 1,
-            "data_parallel_lesson": 1, "precision_lesson": 1}
+            "data_parallel_lesson": 1, "precision_lesson": 1, "flash_attention_lesson": 1}
 NEEDS_MATPLOTLIB = {"rnn_vanishing_gradient", "attention_from_scratch", "forward_or_reverse", "memory_lesson",
-                    "data_parallel_lesson", "precision_lesson"}
+                    "data_parallel_lesson", "precision_lesson", "flash_attention_lesson"}
 
 
 def run_as_notebook(lesson: str):
