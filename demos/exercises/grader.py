@@ -35,8 +35,8 @@ DOCS = {
     "softmax": "minigrad/ops.py, the blocks softmax and log_softmax (stable: shift by the max)",
     "checkpoint": "minigrad/autograd/checkpoint.py and the lesson demos/memory_lesson.py, section 4",
     "allreduce": "the lesson demos/data_parallel_lesson.py, section 2 (the ring, step by step)",
-    "scaler": "the lesson demos/precision_lesson.py, section 4 (dynamic loss scaling), and exercise 12's docstring "
-              "(unscale_ before clipping)",
+    "scaler": "the lesson demos/precision_lesson.py, section 3 (dynamic loss scaling, and over micro-batches), "
+              "and exercise 12's docstring (unscale_ before clipping, the schedule per step)",
 }
 
 DTYPES = (np.float64, np.float32)
