@@ -238,6 +238,58 @@ def test_pure_bfloat16_falls_behind_and_master_weights_do_not(precision_run):
     assert ns.gain_moves["pure bfloat16"] == 0.0 < ns.gain_moves["float32"]  # the norm gains never move
 
 
+def test_float16_without_scaling_stalls_and_with_scaling_trains_beside_float32(precision_run):
+    ns = precision_run.ns
+    assert ns.MICRO_SHARE == 2.0 ** -17
+    runs = ns.small_share.items()
+    first = {mode: np.mean(log["loss"][:10]) for mode, log in runs}
+    last = {mode: np.mean(log["loss"][-20:]) for mode, log in runs}
+    zero = {mode: np.mean(log["zero"]) for mode, log in runs}
+    assert last["float32"] < first["float32"] - 0.8  # float32 trains
+    assert last["float16"] > last["float32"] + 0.5 and last["float16"] > first["float16"] - 0.5  # float16 stalls
+    assert zero["float16"] > 0.5 and zero["float32"] < 1e-4 and zero["float16 + loss scaling"] < 0.01
+    assert abs(last["float16 + loss scaling"] - last["float32"]) < 0.1  # and with the scaler it trains
+    assert any(line.startswith("float16 + loss scaling") for line in precision_run.lines)
+
+
+def test_the_scaler_over_micro_batches_unscales_once_per_step_and_the_schedule_skips_with_it(precision_run):
+    ns = precision_run.ns
+    log = ns.small_share["float16 + loss scaling"]
+    taken = log["taken"]
+    assert log["unscaled"] == ns.RUN_STEPS == len(taken)  # once per step, after the last micro-batch
+    assert 0 < taken.count(False) < 10 and ns.skipped_steps == [i for i, t in enumerate(taken) if not t]
+    assert all(taken[i - 10:i] == [True] * 10 for i in ns.skipped_steps)  # a skip follows 10 good steps: a growth
+    assert log["scheduler_steps"] == sum(taken) < ns.RUN_STEPS  # the schedule counts the steps taken
+    assert ns.small_share["float32"]["scheduler_steps"] == ns.RUN_STEPS
+
+
+def test_the_scalers_skip_a_parameter_that_got_no_gradient(precision_run):
+    """GradScaler skips a parameter whose grad is None; the lesson's scaler and exercise 12's reference too."""
+    import minigrad as mg
+    from demos.exercises.solutions.ex12_loss_scaler import LossScaler
+
+    for scaler in (precision_run.ns.LossScaler(init_scale=4.0), LossScaler(init_scale=4.0)):
+        used = mg.tensor(np.ones(3, np.float32), requires_grad=True)
+        unused = mg.tensor(np.ones(2, np.float32), requires_grad=True)
+        (scaler.scale_loss((used * 2).sum())).backward()
+        assert unused.grad is None
+        steps = []
+        assert scaler.step(SimpleNamespace(step=lambda steps=steps: steps.append(1)), [used, unused]) is True
+        assert steps == [1] and np.array_equal(used.grad.numpy(), np.full(3, 2.0, np.float32))
+
+
+def test_what_autocast_keeps_in_float32_is_measured(precision_run):
+    ns = precision_run.ns
+    assert ns.sum_of_ones == 2048.0  # a running sum in float16 stops
+    assert ns.exp_12 == np.inf and ns.mean_square == np.inf and ns.score == np.inf  # past 65504
+    assert ns.probability == 0.0  # below 2^-24
+    assert ns.score_scaled == 12800.0
+    source = (DEMOS / "precision_lesson.py").read_text(encoding="utf-8")
+    for op in ("`softmax`", "`log_softmax`", "`layer_norm`", "`cross_entropy`", "`matmul`", "`linear`", "Q K^T",
+               "P V"):
+        assert op in source
+
+
 @pytest.mark.skipif(not HAS_MATPLOTLIB, reason="matplotlib is not installed")
 def test_precision_plot_is_drawn_into_out(precision_run):
     [path] = precision_run.ns.pictures
