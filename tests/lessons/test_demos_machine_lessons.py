@@ -74,6 +74,38 @@ def test_checkpointing_gives_the_same_gradients_and_a_lower_peak(memory_run):
     assert ns.time_ratio > 0  # measured and printed; never asserted (tests do not hold wall-clock times)
 
 
+def test_the_per_layer_formula_equals_the_graph_for_other_widths_heads_and_lengths(memory_run):
+    rows = memory_run.ns.layer_rows
+    assert len({(b, t, d, h) for b, t, d, h, _, _ in rows}) == 4
+    for B, T, d, H, formula, measured in rows:
+        copy = 4 * B * T * d if H > 1 else 0  # the heads side by side: a copy, a view for one head
+        assert formula == measured == 4 * B * T * (24 * d + 2) + copy + 4 * B * H * T * T
+
+
+def test_the_checkpointed_peak_model_and_one_block_per_segment(memory_run):
+    ns = memory_run.ns
+    assert ns.segmented_matches  # the segmented forward computes the GPT's loss
+    assert ns.block_a / ns.boundary_b == pytest.approx(25 + (4 * 64 + 2) / 64)
+    rows = ns.peak_rows
+    assert {(r["n"], r["k"]) for r in rows} == {(4, 1), (4, 2), (8, 1), (8, 2), (8, 3), (16, 1), (16, 2), (16, 4)}
+    for r in rows:
+        assert r["kept"] == r["outside"] + r["boundaries"]  # the graph after the forward, to the byte
+        assert r["recomputing"] == r["k"] * ns.block_a and r["boundaries"] == -(-r["n"] // r["k"]) * ns.boundary_b
+        assert 0 < r["peak"] - r["model"] < ns.block_a, r  # above the model by less than one block's activations
+    for n in (4, 8, 16):
+        by_k = {r["k"]: r["peak"] for r in rows if r["n"] == n}
+        assert min(by_k, key=by_k.get) == 1 and ns.best[n] == 1  # one block per segment has the lowest peak
+        assert sorted(by_k, key=by_k.get) == sorted(by_k)  # and the peak grows with the segment
+
+
+def test_selective_recomputation_drops_exactly_the_attention_weights(memory_run):
+    ns = memory_run.ns
+    assert ns.selective_difference < 1e-12
+    for r in ns.selective_rows:
+        assert r["full"] - r["selective"] == r["saved_predicted"] == 4 * 4 * r["B"] * 4 * r["T"] ** 2
+        assert r["recompute_share"] == r["T"] / (6 * 64 + r["T"]) < 0.3
+
+
 @pytest.mark.skipif(not HAS_MATPLOTLIB, reason="matplotlib is not installed")
 def test_memory_plot_is_drawn_into_out(memory_run):
     [path] = memory_run.ns.pictures
