@@ -469,4 +469,5 @@ if plt is not None:
 # Checkpointing trades them for time. Its design, and where PyTorch's differs,
 # are in docs/checkpoint_and_precision.md. Exercise 10
 # (demos/exercises/ex10_checkpoint.py, graded by `python -m demos.exercises check 10`)
-# asks you to write `checkpoint` yourself.
+# asks you to write `checkpoint` yourself, with the generator replay a block
+# with dropout needs.
