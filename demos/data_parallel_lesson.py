@@ -592,7 +592,7 @@ def train_zero_clipped(steps: int, n: int, global_norm: bool, keep_full_gradient
         slices = [np.array_split(grads[i], n)[(i + 1) % n].copy() for i in range(n)]  # worker i's summed slice
         if not keep_full_gradient:  # ZeRO-2: the rest of the buffer is dropped, only the slice is kept
             grads = None
-        kept.append(sum(s.nbytes for s in slices) / n)
+        kept.append([g.nbytes for g in (grads if keep_full_gradient else slices)])  # gradient bytes each holds
         squares = [np.array([float((s * s).sum())]) for s in slices]
         ring_all_reduce(squares, network.send)  # one number per worker: the global sum of squares
         for i in range(n):
@@ -610,7 +610,7 @@ def train_zero_clipped(steps: int, n: int, global_norm: bool, keep_full_gradient
 
 
 clipped_plain, clip_norms = train_plain_clipped(STEPS)
-clipped_global, _ = train_zero_clipped(STEPS, N_WORKERS, global_norm=True)
+clipped_global, zero1_kept = train_zero_clipped(STEPS, N_WORKERS, global_norm=True)
 clipped_local, _ = train_zero_clipped(STEPS, N_WORKERS, global_norm=False)
 zero2_trajectory, zero2_kept = train_zero_clipped(STEPS, N_WORKERS, global_norm=True, keep_full_gradient=False)
 clip_global_vs_plain = max(float(np.abs(a - b).max()) for a, b in zip(clipped_plain, clipped_global))
@@ -632,8 +632,8 @@ print(f"largest |parameter, ZeRO-1 clipped by each worker's own norm - AdamW aft
 
 # %%
 print(f"largest |parameter, ZeRO-2 - ZeRO-1| over {STEPS} steps: {zero2_vs_zero1:.1e}")
-print(f"gradient bytes each worker keeps for the update: ZeRO-1 {n_params * 8:,} (the whole summed buffer), "
-      f"ZeRO-2 {zero2_kept[-1]:,.0f} (= size / {N_WORKERS})")
+print(f"gradient bytes each worker holds for the update: ZeRO-1 {zero1_kept[-1]} (the whole buffer), "
+      f"ZeRO-2 {zero2_kept[-1]} (its slice: size / {N_WORKERS} = {n_params * 8 // N_WORKERS:,})")
 
 # %% [markdown]
 # ### The mixed-precision budget

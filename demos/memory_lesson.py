@@ -73,9 +73,9 @@ def batch(B: int, T: int, seed: int = 0):
 # gradient and of its square): four copies of the weights in all.
 
 # %%
-def predicted_parameters() -> int:
+def predicted_parameters(layers: int = L) -> int:
     per_block = 12 * D * D + 13 * D  # 4 d^2 attention + 8 d^2 MLP; biases 9 d, two norms 4 d
-    return L * per_block + V * D + T_MAX * D + 2 * D
+    return layers * per_block + V * D + T_MAX * D + 2 * D
 
 
 model = make_model()
@@ -316,8 +316,8 @@ def make_layers(n: int) -> GPT:
     return GPT(GPTConfig(vocab_size=V, block_size=T_MAX, n_layer=n, n_head=H, d_model=D), seed=0)
 
 
-def segmented_peak(n: int, k: int, B: int = 2, T: int = 64) -> tuple[int, int, int]:
-    """(step peak by tracemalloc, graph bytes after the forward, the weights' bytes) for n layers, segments of k."""
+def segmented_peak(n: int, k: int, B: int = 2, T: int = 64) -> tuple[int, int]:
+    """(step peak by tracemalloc, graph bytes after the forward) for n layers in segments of k blocks."""
     model = make_layers(n)
     x, y = batch(B, T)
     tracemalloc.start()
@@ -327,24 +327,20 @@ def segmented_peak(n: int, k: int, B: int = 2, T: int = 64) -> tuple[int, int, i
     loss.backward()
     peak = tracemalloc.get_traced_memory()[1] - before
     tracemalloc.stop()
-    return peak, kept, sum(p.data.nbytes for p in model.parameters())
+    return peak, kept
 
 
 def predicted_peak(n: int, k: int, B: int = 2, T: int = 64) -> dict[str, int]:
-    N = B * T
+    """The model of the peak, bytes by term, for n layers in segments of k blocks."""
     parts = predicted_activations(B, T)  # "outside the blocks" and "per block", bytes
     segments = -(-n // k)
-    return {"outside": parts["outside the blocks"], "boundaries": segments * FLOAT * N * D,
-            "recomputing": min(k, n) * parts["per block"], "gradients": FLOAT * (predicted_parameters_of(n))}
-
-
-def predicted_parameters_of(n: int) -> int:
-    return n * (12 * D * D + 13 * D) + V * D + T_MAX * D + 2 * D
+    return {"outside": parts["outside the blocks"], "boundaries": segments * FLOAT * B * T * D,
+            "recomputing": min(k, n) * parts["per block"], "gradients": FLOAT * predicted_parameters(n)}
 
 
 segmented_peak(1, 1)  # a first run, so one-time allocations do not count in the first measurement
-x, y = batch(2, 64)
-segmented_matches = all(segmented_loss(make_layers(4), x, y, k).item() == make_layers(4)(x, y)[1].item()
+x2, y2 = batch(2, 64)
+segmented_matches = all(segmented_loss(make_layers(4), x2, y2, k).item() == make_layers(4)(x2, y2)[1].item()
                         for k in (1, 2, 4))
 print(f"the segmented loss equals the GPT's own for segments of 1, 2 and 4 blocks: {segmented_matches}")
 block_a, boundary_b = predicted_activations(2, 64)["per block"], FLOAT * 2 * 64 * D
@@ -352,7 +348,7 @@ print(f"one block keeps a = {block_a:,} bytes, its boundary b = {boundary_b:,}: 
 peak_rows = []
 for n in (4, 8, 16):
     for k in sorted({1, 2, round(np.sqrt(n))}):
-        peak, kept, _ = segmented_peak(n, k)
+        peak, kept = segmented_peak(n, k)
         model_parts = predicted_peak(n, k)
         peak_rows.append(dict(n=n, k=k, peak=peak, kept=kept, model=sum(model_parts.values()), **model_parts))
 print(" layers  segment   graph after forward      model of the peak   measured peak   measured / model")
