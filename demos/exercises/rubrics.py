@@ -1,4 +1,4 @@
-"""One rubric per exercise, ``grade_1`` .. ``grade_9``: each takes the learner's module (or the solutions') and
+"""One rubric per exercise, ``grade_1`` .. ``grade_12``: each takes the learner's module (or the solutions') and
 raises ``Wrong`` on a fault.
 
 A rubric prints a line for each part that passed (``say``), so a learner sees
@@ -686,7 +686,7 @@ def _dropout_block(rng):
     return fn
 
 
-def _grade_generator_replay(m, ckpt, rng, say) -> None:
+def _grade_generator_replay(m, rng, say) -> None:
     """checkpoint_with_rng on two dropout blocks in a row sharing one generator: each recomputation draws its own
     forward's mask, and after backward the generator is where the forward left it."""
     for seed in range(3):
@@ -789,7 +789,7 @@ def grade_10(m, rng, say) -> None:
                         e, gx, "checkpoint")
             grade_gradcheck("my_checkpoint", ckpt, shapes, rng, params=dict(fn=fn), hint_key="checkpoint")
         say("my_checkpoint: second-order gradients equal fn's, and gradcheck / gradgradcheck pass")
-        _grade_generator_replay(m, ckpt, rng, say)
+        _grade_generator_replay(m, rng, say)
 
         blocks, width = 6, 256
         x = mg.tensor(rng.standard_normal((256, 64)), requires_grad=True)

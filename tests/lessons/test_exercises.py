@@ -1,5 +1,6 @@
 """The course in demos/exercises: every check passes on the reference solutions, fails on a wrong one naming
-the fault, and says "not started" on the untouched stubs; a learner's op runs in the real table."""
+the fault, says "not started" on the untouched stubs and passes once the learner has solved them (the suite stays
+green before and after the course); a learner's op runs in the real table."""
 
 import types
 
