@@ -1,4 +1,4 @@
-"""One rubric per exercise, ``grade_1`` .. ``grade_12``: each takes the learner's module (or the solutions') and
+"""One rubric per exercise (``grade_1``, ``grade_2``, ...): each takes the learner's module (or the solutions') and
 raises ``Wrong`` on a fault.
 
 A rubric prints a line for each part that passed (``say``), so a learner sees
