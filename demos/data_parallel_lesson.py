@@ -20,7 +20,16 @@
 #    (`demos.train_charlm.accumulate_gradients`);
 # 4. ZeRO-1: AdamW's two moments sharded across the workers, each updating its
 #    slice of the parameters: the same 20-step trajectory as plain AdamW, and
-#    the optimizer memory per worker divided by N, measured.
+#    the optimizer memory per worker divided by N, measured;
+# 5. what PyTorch's DistributedDataParallel does differently: it averages
+#    (each worker's mean loss, the all-reduce divided by N), which is wrong on
+#    unequal shards, measured; it all-reduces the gradients in buckets, filled
+#    in reverse order while backward continues (simulated, the overlap
+#    counted); `no_sync` for accumulation; the ring's latency term;
+# 6. ZeRO further: clipping by the global norm when each worker holds a slice,
+#    ZeRO-2 (each worker keeps only its slice of the gradient), and the
+#    mixed-precision budget (2 + 2 + 12 bytes per parameter) under which ZeRO-1
+#    saves nearly 4 times.
 #
 # Each `# %%` line starts a cell: open the file in Jupyter (with jupytext) or VS
 # Code to run it cell by cell, or run it whole as a script.
@@ -335,6 +344,340 @@ print(f"bytes each worker sent over the {STEPS} ZeRO-1 steps (reduce-scatter + a
       f"= 2 (N - 1) / N x size: {formula:,.0f}")
 
 # %% [markdown]
+# ## 5. DistributedDataParallel's conventions
+#
+# ### The mean, not the sum
+#
+# DDP does not weigh a worker's loss by its share. Each worker computes the
+# loss as usual, the *mean* over its own shard, and the all-reduce *averages*
+# the gradients: the sum divided by N. With equal shards the average of the
+# workers' means is the mean over the batch, and the gradient is right. With
+# unequal shards (the end of an epoch whose size N does not divide) it is not:
+# a sequence on a worker with fewer sequences counts more. PyTorch's
+# `DistributedSampler` pads the last shards to equal size (or drops them,
+# `drop_last=True`) for this reason. Measured on the 8 sequences, split 2 + 2 +
+# 2 + 2 and split 5 + 1 + 1 + 1:
+
+# %%
+def ddp_gradient(replicas, x, y, sizes) -> np.ndarray:
+    """DDP's convention: each worker's mean loss over its shard; the all-reduced sum divided by N."""
+    bounds = np.cumsum([0, *sizes])
+    grads = []
+    for replica, lo, hi in zip(replicas, bounds[:-1], bounds[1:]):
+        replica.zero_grad()
+        _, loss = replica(x[lo:hi], y[lo:hi])
+        loss.backward()
+        grads.append(flat_grad(replica))
+    ring_all_reduce(grads, Network(len(replicas)).send)
+    return grads[0] / len(replicas)
+
+
+whole_batch_gradient = flat_grad(whole)  # section 3: the whole batch in one pass
+ddp_error = {}
+for sizes in ((2, 2, 2, 2), (5, 1, 1, 1)):
+    g = ddp_gradient(replicas, x, y, sizes)
+    ddp_error[sizes] = float(np.linalg.norm(g - whole_batch_gradient) / np.linalg.norm(whole_batch_gradient))
+    print(f"shards {sizes}: |DDP's averaged gradient - the batch's| / |the batch's| = {ddp_error[sizes]:.1e}")
+
+# %% [markdown]
+# ### Buckets, filled in reverse order, all-reduced while backward continues
+#
+# Backward produces the gradients last layer first: the reverse of the order
+# the parameters were made in (measured below with a hook on every
+# parameter). DDP packs them in that order into *buckets* of about 25 MB and
+# starts a bucket's all-reduce as soon as its last gradient is ready, while
+# backward goes on computing the earlier layers: the communication hides
+# behind the computation, and only the last bucket's all-reduce is left when
+# backward ends. One all-reduce per bucket, rather than per parameter, also
+# means far fewer messages, each paying the link's latency (below).
+#
+# The simulation: backward's time taken as proportional to the bytes of
+# gradient it has produced (one unit for the whole backward pass); each bucket's
+# all-reduce takes alpha per message plus beta per byte, on one link, one
+# bucket at a time. The numbers (a bucket of 32 KiB here; the all-reduce of the
+# whole gradient costing 0.8 of the backward pass) are assumptions; the order,
+# the buckets and the overlap follow from them.
+
+# %%
+ready_order = []
+hooked = make_model()
+handles = [p.register_hook(lambda g, i=i: ready_order.append(i)) for i, p in enumerate(hooked.parameters())]
+_, hooked_loss = hooked(x, y)
+hooked_loss.backward()
+for handle in handles:
+    handle.remove()
+sizes_bytes = [p.data.nbytes for p in params]
+print(f"gradients ready in the reverse of model.parameters() order: {ready_order == list(range(len(params)))[::-1]}")
+
+BUCKET_BYTES, ALPHA, COMM_SHARE = 32 * 1024, 0.004, 0.8  # bucket cap; latency per message; all-reduce / backward
+
+
+def make_buckets(order, cap: int) -> list[list[int]]:
+    """Parameters in the order their gradients become ready, cut into buckets of at least ``cap`` bytes."""
+    buckets, current, filled = [], [], 0
+    for i in order:
+        current.append(i)
+        filled += sizes_bytes[i]
+        if filled >= cap:
+            buckets.append(current)
+            current, filled = [], 0
+    return buckets + ([current] if current else [])
+
+
+def simulate_overlap(buckets, order, n: int = N_WORKERS) -> dict:
+    """When each bucket's all-reduce runs, overlapped with backward, on one link: the timeline's totals."""
+    total = sum(sizes_bytes)
+    done, ready_at = 0, {}
+    for i in order:  # backward's time: the share of the gradient bytes produced so far
+        done += sizes_bytes[i]
+        ready_at[i] = done / total
+    beta = COMM_SHARE / (2 * (n - 1) / n * total)  # per byte: the whole gradient's all-reduce costs COMM_SHARE
+    link_free, comm = 0.0, 0.0
+    for bucket in buckets:
+        took = 2 * (n - 1) * ALPHA + 2 * (n - 1) / n * sum(sizes_bytes[i] for i in bucket) * beta
+        link_free = max(link_free, max(ready_at[i] for i in bucket)) + took
+        comm += took
+    return dict(backward=1.0, communication=comm, after_backward=link_free - 1.0, sequential=1.0 + comm,
+                overlapped=link_free, hidden=(1.0 + comm - link_free) / comm)
+
+
+buckets = make_buckets(ready_order, BUCKET_BYTES)
+per_parameter = make_buckets(ready_order, 0)
+offsets = np.cumsum([0, *[p.data.size for p in params]])
+bucketed = [g.copy() for g in local]  # section 1's gradients, all-reduced bucket by bucket
+bucket_network = Network(N_WORKERS)
+for bucket in buckets:
+    index = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in bucket])
+    pieces = [g[index] for g in bucketed]
+    ring_all_reduce(pieces, bucket_network.send)
+    for g, piece in zip(bucketed, pieces):
+        g[index] = piece
+bucketed_vs_whole = float(np.abs(bucketed[0] - buffers[0]).max())
+overlap = simulate_overlap(buckets, ready_order)
+no_overlap = simulate_overlap([list(range(len(params)))], ready_order)  # one bucket: all after backward
+tiny = simulate_overlap(per_parameter, ready_order)
+print(f"{len(buckets)} buckets of >= {BUCKET_BYTES // 1024} KiB (parameters, in ready order): "
+      f"{[len(b) for b in buckets]}")
+print(f"bucket by bucket vs one all-reduce of the whole vector: largest difference {bucketed_vs_whole:.1e}")
+print("                         messages per worker   communication   after backward ends   step   hidden")
+for name, sim, count in (("one bucket (no overlap)", no_overlap, 1), (f"{len(buckets)} buckets", overlap, len(buckets)),
+                         ("one per parameter", tiny, len(params))):
+    print(f"{name:<24} {count * 2 * (N_WORKERS - 1):20d} {sim['communication']:15.2f} {sim['after_backward']:21.2f} "
+          f"{sim['overlapped']:6.2f} {sim['hidden']:8.0%}")
+
+# %% [markdown]
+# With the buckets, most of the communication runs during backward; one
+# bucket for everything waits for backward to end; one all-reduce per
+# parameter starts earliest but pays the latency on every message.
+#
+# ### Accumulation: `no_sync`
+#
+# DDP all-reduces on every backward. With gradient accumulation over K
+# micro-batches that is K all-reduces per step, and only the last is needed:
+# the sum is linear, so the workers can add their micro-batches' gradients
+# locally and communicate once. `with model.no_sync():` turns the all-reduce
+# off for the backwards inside it. Counted, over K = 4 micro-batches of one
+# sequence per worker:
+
+# %%
+def accumulate(replicas, x, y, k: int, sync_every: bool):
+    """Each worker accumulates k micro-batches; all-reduce after each (sync_every) or only after the last."""
+    network = Network(len(replicas))
+    for replica in replicas:
+        replica.zero_grad()
+    shards = list(zip(np.array_split(x, len(replicas)), np.array_split(y, len(replicas))))
+    summed = [np.zeros(n_params) for _ in replicas]
+    for micro in range(k):
+        grads = []
+        for replica, (xs, ys) in zip(replicas, shards):
+            rows = np.array_split(np.arange(len(xs)), k)[micro]
+            replica.zero_grad()
+            _, loss = replica(xs[rows], ys[rows])
+            (loss * (len(rows) / len(x))).backward()
+            grads.append(flat_grad(replica))
+        if sync_every:  # DDP without no_sync: every backward all-reduces
+            ring_all_reduce(grads, network.send)
+        summed = [a + g for a, g in zip(summed, grads)]
+    if not sync_every:  # no_sync for the first k - 1, then one all-reduce of the local sums
+        ring_all_reduce(summed, network.send)
+    return summed[0], sum(network.sent) / len(replicas)
+
+
+(x7, y7), (x8, y8) = batch(7), batch(8)
+x16, y16 = np.concatenate([x7, x8]), np.concatenate([y7, y8])  # 16 sequences, 4 per worker
+synced, synced_bytes = accumulate(replicas, x16, y16, 4, sync_every=True)
+unsynced, unsynced_bytes = accumulate(replicas, x16, y16, 4, sync_every=False)
+no_sync_difference = float(np.abs(synced - unsynced).max())
+print(f"bytes sent per worker per step: all-reduce after every micro-batch {synced_bytes:,.0f}, "
+      f"with no_sync {unsynced_bytes:,.0f} ({synced_bytes / unsynced_bytes:.0f} times fewer); "
+      f"largest difference in the gradient {no_sync_difference:.1e}")
+
+# %% [markdown]
+# ### The ring's latency term
+#
+# Section 2 counted bytes: 2 (N - 1) / N times the vector per worker, nearly
+# constant in N. But the ring also takes 2 (N - 1) *steps*, each a message
+# that pays the link's latency alpha whatever its size:
+#
+#     time = 2 (N - 1) alpha + 2 (N - 1) / N x size x beta
+#
+# The byte term stays flat as N grows; the latency term grows linearly. For a
+# small vector, or with many workers, latency dominates (which is why NCCL
+# switches to trees, whose latency grows as log N, and why DDP makes buckets
+# big). Counted: the messages each worker sends, and the time for an
+# illustrative alpha = 5 microseconds and 25 GB/s per link:
+
+# %%
+def ring_messages(n: int, size: int = 1000) -> int:
+    """Messages worker 0 sends in one ring all-reduce of n workers, counted."""
+    counts = [0] * n
+
+    def send(src, dst, array):
+        counts[src] += 1
+        return array.copy()
+
+    ring_all_reduce([np.zeros(size) for _ in range(n)], send)
+    return counts[0]
+
+
+RING_NS = [2, 4, 8, 16, 32, 64]
+LINK_ALPHA, LINK_BETA = 5e-6, 1 / 25e9  # seconds per message; seconds per byte
+messages = {n: ring_messages(n) for n in RING_NS}
+print("   N   messages per worker   time for 1 MB: latency   bytes      time for 1 GB: latency   bytes")
+for n in RING_NS:
+    lat = 2 * (n - 1) * LINK_ALPHA
+    print(f"{n:4d} {messages[n]:21d} {lat * 1e6:21.0f} us {2 * (n - 1) / n * 1e6 * LINK_BETA * 1e6:6.0f} us "
+          f"{lat * 1e3:22.2f} ms {2 * (n - 1) / n * 1e9 * LINK_BETA * 1e3:6.1f} ms")
+
+# %% [markdown]
+# ## 6. ZeRO further
+#
+# ### Clipping by the global norm when each worker holds a slice
+#
+# `clip_grad_norm_` scales every gradient by max_norm / (the norm of *all* of
+# them). Under ZeRO a worker holds only its slice of the summed gradient. Its
+# own norm is not the global one: clipping with it scales each slice by a
+# different factor. The fix costs one number per worker: each sends the sum of
+# squares of its slice, an all-reduce adds them, and every worker takes the
+# square root. ZeRO-1 with that clipping against plain AdamW with
+# `optim.clip_grad_norm_`, 20 steps (max_norm small enough that every step clips):
+
+# %%
+MAX_NORM = 0.05
+
+
+def train_plain_clipped(steps: int) -> list[np.ndarray]:
+    m = make_model()
+    opt = optim.AdamW(m.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
+    trajectory, norms = [], []
+    for step in range(steps):
+        m.zero_grad()
+        _, loss = m(*batch(step))
+        loss.backward()
+        norms.append(optim.clip_grad_norm_(m.parameters(), MAX_NORM))
+        opt.step()
+        trajectory.append(flat_params(m))
+    return trajectory, norms
+
+
+def train_zero_clipped(steps: int, n: int, global_norm: bool, keep_full_gradient: bool = True):
+    """ZeRO-1 (or, with keep_full_gradient=False, ZeRO-2) with clipping by the global or the local norm."""
+    workers = [make_model() for _ in range(n)]
+    owned = [mg.tensor(chunk.copy(), requires_grad=True) for chunk in np.array_split(flat_params(workers[0]), n)]
+    optimizers = [optim.AdamW([p], lr=LR, weight_decay=WEIGHT_DECAY) for p in owned]
+    network, trajectory, kept = Network(n), [], []
+    for step in range(steps):
+        grads = local_gradients(workers, *batch(step))
+        ring_reduce_scatter(grads, network.send)
+        slices = [np.array_split(grads[i], n)[(i + 1) % n].copy() for i in range(n)]  # worker i's summed slice
+        if not keep_full_gradient:  # ZeRO-2: the rest of the buffer is dropped, only the slice is kept
+            grads = None
+        kept.append([g.nbytes for g in (grads if keep_full_gradient else slices)])  # gradient bytes each holds
+        squares = [np.array([float((s * s).sum())]) for s in slices]
+        ring_all_reduce(squares, network.send)  # one number per worker: the global sum of squares
+        for i in range(n):
+            norm = float(np.sqrt(squares[i][0])) if global_norm else float(np.linalg.norm(slices[i]))
+            factor = min(1.0, MAX_NORM / (norm + 1e-6))  # clip_grad_norm_'s factor
+            chunk = (i + 1) % n
+            owned[chunk].grad = mg.tensor(slices[i] * factor)
+            optimizers[chunk].step()
+        new = [np.concatenate([p.data for p in owned]) for _ in range(n)]
+        ring_all_gather(new, network.send)
+        for worker, flat in zip(workers, new):
+            set_flat_params(worker, flat)
+        trajectory.append(flat_params(workers[0]))
+    return trajectory, kept
+
+
+clipped_plain, clip_norms = train_plain_clipped(STEPS)
+clipped_global, zero1_kept = train_zero_clipped(STEPS, N_WORKERS, global_norm=True)
+clipped_local, _ = train_zero_clipped(STEPS, N_WORKERS, global_norm=False)
+zero2_trajectory, zero2_kept = train_zero_clipped(STEPS, N_WORKERS, global_norm=True, keep_full_gradient=False)
+clip_global_vs_plain = max(float(np.abs(a - b).max()) for a, b in zip(clipped_plain, clipped_global))
+clip_local_vs_plain = max(float(np.abs(a - b).max()) for a, b in zip(clipped_plain, clipped_local))
+zero2_vs_zero1 = max(float(np.abs(a - b).max()) for a, b in zip(clipped_global, zero2_trajectory))
+print(f"every step clipped (gradient norms {min(clip_norms):.2f} to {max(clip_norms):.2f}, max_norm {MAX_NORM})")
+print(f"largest |parameter, ZeRO-1 clipped by the global norm - AdamW after clip_grad_norm_|: "
+      f"{clip_global_vs_plain:.1e}")
+print(f"largest |parameter, ZeRO-1 clipped by each worker's own norm - AdamW after clip_grad_norm_|: "
+      f"{clip_local_vs_plain:.1e}")
+
+# %% [markdown]
+# ### ZeRO-2: keep only your slice of the gradient
+#
+# After the reduce-scatter, worker i needs only its slice of the summed
+# gradient: the rest of the buffer served to pass partial sums along the ring
+# and can be freed (in DDP-style bucketing, bucket by bucket during backward).
+# The same trajectory as ZeRO-1, with the gradient held per worker divided by N:
+
+# %%
+print(f"largest |parameter, ZeRO-2 - ZeRO-1| over {STEPS} steps: {zero2_vs_zero1:.1e}")
+print(f"gradient bytes each worker holds for the update: ZeRO-1 {zero1_kept[-1]} (the whole buffer), "
+      f"ZeRO-2 {zero2_kept[-1]} (its slice: size / {N_WORKERS} = {n_params * 8 // N_WORKERS:,})")
+
+# %% [markdown]
+# ### The mixed-precision budget
+#
+# This lesson is in float64, where the four copies of the model cost the same.
+# Mixed-precision training (the ZeRO paper's accounting, Rajbhandari et al.)
+# keeps, per parameter: the float16 weights (2 bytes) and float16 gradients
+# (2), and for Adam a float32 master copy of the weights, the float32 momentum
+# and variance (4 + 4 + 4 = 12): 2 + 2 + 12 = 16 bytes per parameter, of which
+# the optimizer's 12 are what ZeRO-1 shards. So ZeRO-1 brings 16 down to
+# 4 + 12 / N, nearly 4 times less for many workers; ZeRO-2 shards the gradients
+# too (2 + 14 / N), ZeRO-3 everything (16 / N). Measured on this model's
+# arrays, stored as a worker would store them (NumPy's float16 and float32):
+
+# %%
+def worker_bytes(stage: int, n: int, worker: int = 0) -> int:
+    """Bytes one worker holds under mixed precision for ZeRO stage 0 (plain DDP) to 3: its arrays, counted."""
+    shard = np.array_split(np.arange(n_params), n)[worker]
+    whole = np.arange(n_params)
+    held = {"weights": np.zeros(whole.size if stage < 3 else shard.size, np.float16),
+            "gradients": np.zeros(whole.size if stage < 2 else shard.size, np.float16)}
+    for name in ("master weights", "momentum", "variance"):
+        held[name] = np.zeros(whole.size if stage < 1 else shard.size, np.float32)
+    return sum(a.nbytes for a in held.values())
+
+
+def budget_formula(stage: int, n: int, psi: float) -> float:
+    return {0: 16 * psi, 1: 4 * psi + 12 * psi / n, 2: 2 * psi + 14 * psi / n, 3: 16 * psi / n}[stage]
+
+
+budget_rows = []
+for n in (4, 64):
+    measured_stage = [worker_bytes(stage, n) for stage in range(4)]
+    budget_rows.append((n, measured_stage, [budget_formula(stage, n, n_params) for stage in range(4)]))
+print(f"bytes per worker, this model (P = {n_params:,} parameters):")
+print("   N        plain DDP (16 P)      ZeRO-1            ZeRO-2            ZeRO-3")
+for n, got, formula in budget_rows:
+    print(f"{n:4d}  " + "  ".join(f"{g:>8,} ({f:>8,.0f})" for g, f in zip(got, formula)))
+PSI = 7.5e9  # the ZeRO paper's example: 7.5 B parameters on 64 GPUs
+paper = [budget_formula(stage, 64, PSI) / 1e9 for stage in range(4)]
+print(f"a 7.5 B model on 64 workers (formula): {paper[0]:.1f} GB, ZeRO-1 {paper[1]:.1f} GB, ZeRO-2 {paper[2]:.1f} GB, "
+      f"ZeRO-3 {paper[3]:.2f} GB; ZeRO-1 saves {paper[0] / paper[1]:.2f} times")
+
+# %% [markdown]
 # The plot: as N grows, the bytes each worker sends per all-reduce approach
 # twice the gradient (left), and the memory each worker needs approaches the
 # parameters and gradients alone under ZeRO-1 (right), both from the formulas,
@@ -385,7 +728,8 @@ if plt is not None:
 #
 # The real thing for more than one machine is PyTorch's
 # `DistributedDataParallel`, which runs this all-reduce (NCCL's ring, or a tree)
-# in buckets during the backward pass, overlapping communication with compute.
+# in buckets during the backward pass, as section 5 simulated, and
+# `torch.distributed.optim.ZeroRedundancyOptimizer` or FSDP for ZeRO.
 # `demos/continue_in_pytorch.py` takes a run trained here and continues it on
 # DDP under `torchrun`, its first loss equal to the one minigrad would report.
 # Exercise 11 (demos/exercises/ex11_ring_all_reduce.py, graded by

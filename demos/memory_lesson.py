@@ -21,7 +21,13 @@
 # 4. recomputation: `mg.autograd.checkpoint(fn, *inputs)` keeps only a block's
 #    input and runs the block again during backward. `GPT(..., checkpoint=True)`
 #    does it for every block: the same gradients (float64, to rounding), the
-#    measured peak about halved here, for one more forward pass of time.
+#    measured peak about halved here, for one more forward pass of time;
+# 5. a model of the checkpointed peak (what stays outside the blocks, one
+#    boundary per segment, one segment recomputing), held against the measured
+#    peak at 4, 8 and 16 layers and segments of 1, 2 and sqrt(n) blocks: why one
+#    block per segment wins for a transformer;
+# 6. selective recomputation: recompute only attention's core, the part whose
+#    memory grows as T^2, and keep the rest.
 #
 # Each `# %%` line starts a cell: open the file in Jupyter (with jupytext) or VS
 # Code to run it cell by cell, or run it whole as a script.
@@ -67,9 +73,9 @@ def batch(B: int, T: int, seed: int = 0):
 # gradient and of its square): four copies of the weights in all.
 
 # %%
-def predicted_parameters() -> int:
+def predicted_parameters(layers: int = L) -> int:
     per_block = 12 * D * D + 13 * D  # 4 d^2 attention + 8 d^2 MLP; biases 9 d, two norms 4 d
-    return L * per_block + V * D + T_MAX * D + 2 * D
+    return layers * per_block + V * D + T_MAX * D + 2 * D
 
 
 model = make_model()
@@ -147,6 +153,39 @@ print(f"  per block, predicted {parts['per block']:>9,}   measured {per_block_me
       f"(the {L}-layer graph minus the 1-layer one, over {L - 1})")
 print(f"  whole model, predicted {total(parts):>9,}   measured {measured_activations(B, T):>9,}")
 print(f"  that is {total(parts) / weights_and_state:.1f} times the weights, gradients and AdamW state together")
+
+# %% [markdown]
+# The same count as one formula, bytes per layer (float32, N = B T, d_ff = 4 d):
+#
+#     4 B T (13 d + 3 d_ff + 2) + 4 B H T^2  =  4 B T (25 d + 2) + 4 B H T^2
+#
+# linear in the batch, linear in T but for the attention weights, which grow as
+# T^2 and with the number of heads. Checked against the graph on models of
+# other widths, head counts and lengths (each the 2-layer graph minus the
+# 1-layer one). One exception the last row finds: with a single head, putting
+# the heads side by side moves nothing, the reshape is a view, and the layer
+# keeps 4 B T d bytes less.
+
+# %%
+def layer_bytes_formula(B: int, T: int, d: int, H: int, d_ff: int) -> int:
+    heads_copy = 0 if H > 1 else -4 * B * T * d  # one head: (B, 1, T, d) to (B, T, d) is a view, no copy
+    return 4 * B * T * (13 * d + 3 * d_ff + 2) + 4 * B * H * T * T + heads_copy
+
+
+def layer_bytes_measured(B: int, T: int, d: int, H: int) -> int:
+    def graph(layers: int) -> int:
+        config = GPTConfig(vocab_size=V, block_size=T_MAX, n_layer=layers, n_head=H, d_model=d)
+        _, loss = GPT(config, seed=0)(*batch(B, T))
+        return mg.autograd.graph_bytes(loss).activations
+    return graph(2) - graph(1)
+
+
+LAYER_CONFIGS = [(4, 64, 64, 4), (2, 32, 32, 2), (1, 128, 128, 8), (3, 16, 96, 1)]  # B, T, d, H
+layer_rows = [(B_, T_, d_, H_, layer_bytes_formula(B_, T_, d_, H_, 4 * d_), layer_bytes_measured(B_, T_, d_, H_))
+              for B_, T_, d_, H_ in LAYER_CONFIGS]
+print("   B    T    d   H   bytes per layer, formula   measured (graph)")
+for B_, T_, d_, H_, formula, measured_layer in layer_rows:
+    print(f"{B_:4d} {T_:4d} {d_:4d} {H_:3d} {formula:26,} {measured_layer:18,}")
 
 # %% [markdown]
 # ## 3. Over context length and batch size
@@ -238,6 +277,159 @@ print(f"Time of forward + backward (B = 8, T = 64, median of 7, taken in turns):
       f"(one more forward pass: about 4/3 if backward costs twice the forward)")
 
 # %% [markdown]
+# ## 5. A model of the checkpointed peak, and why one block per segment wins
+#
+# Checkpointing need not wrap one block at a time: a *segment* of k blocks can
+# be one checkpoint. With n blocks in n/k segments, the peak of the step is:
+#
+#     what stays outside the blocks (embeddings, final norm, logits)
+#   + one boundary per segment (its input, N x d, kept until backward)
+#   + one segment recomputing (k blocks' activations, during its backward)
+#   + the weights' gradients (written during backward)
+#
+# plus the gradients in flight inside the block being differentiated. With
+# a the bytes of one block's activations and b = 4 N d those of a boundary,
+# the part that depends on k is (n / k) b + k a, least at k = sqrt(n b / a).
+# For a chain of layers that keep no more than their input (a = b) that is the
+# classic sqrt(n) segments of sqrt(n) layers. A transformer block keeps
+# a / b = 25 + (H T + 2) / d times its input (29 here), more than n for any
+# depth below that, so the best k is below 1: one block per segment. Measured with
+# `tracemalloc`, the model against the peak at 4, 8 and 16 layers, segments of
+# 1, 2 and round(sqrt(n)) blocks (B = 2, T = 64):
+
+# %%
+def segmented_loss(model: GPT, x, y, k: int):
+    """The GPT's loss with its blocks checkpointed in segments of k blocks (the last may be shorter)."""
+    h = model.drop(model.pos_emb(model.tok_emb(x)))  # (B, T, d)
+    blocks = list(model.blocks)
+    for start in range(0, len(blocks), k):
+        def segment(h, chosen=blocks[start:start + k]):
+            for block in chosen:
+                h = block(h)
+            return h
+        h = mg.autograd.checkpoint(segment, h)  # keeps h, the segment's boundary; reruns it in backward
+    logits = model.lm_head(model.norm_f(h))  # (B, T, V)
+    return mg.nn.functional.cross_entropy(logits.reshape(-1, V), mg.tensor(y.reshape(-1)))
+
+
+def make_layers(n: int) -> GPT:
+    return GPT(GPTConfig(vocab_size=V, block_size=T_MAX, n_layer=n, n_head=H, d_model=D), seed=0)
+
+
+def segmented_peak(n: int, k: int, B: int = 2, T: int = 64) -> tuple[int, int]:
+    """(step peak by tracemalloc, graph bytes after the forward) for n layers in segments of k blocks."""
+    model = make_layers(n)
+    x, y = batch(B, T)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    loss = segmented_loss(model, x, y, k)
+    kept = mg.autograd.graph_bytes(loss).activations
+    loss.backward()
+    peak = tracemalloc.get_traced_memory()[1] - before
+    tracemalloc.stop()
+    return peak, kept
+
+
+def predicted_peak(n: int, k: int, B: int = 2, T: int = 64) -> dict[str, int]:
+    """The model of the peak, bytes by term, for n layers in segments of k blocks."""
+    parts = predicted_activations(B, T)  # "outside the blocks" and "per block", bytes
+    segments = -(-n // k)
+    return {"outside": parts["outside the blocks"], "boundaries": segments * FLOAT * B * T * D,
+            "recomputing": min(k, n) * parts["per block"], "gradients": FLOAT * predicted_parameters(n)}
+
+
+segmented_peak(1, 1)  # a first run, so one-time allocations do not count in the first measurement
+x2, y2 = batch(2, 64)
+segmented_matches = all(segmented_loss(make_layers(4), x2, y2, k).item() == make_layers(4)(x2, y2)[1].item()
+                        for k in (1, 2, 4))
+print(f"the segmented loss equals the GPT's own for segments of 1, 2 and 4 blocks: {segmented_matches}")
+block_a, boundary_b = predicted_activations(2, 64)["per block"], FLOAT * 2 * 64 * D
+print(f"one block keeps a = {block_a:,} bytes, its boundary b = {boundary_b:,}: a / b = {block_a / boundary_b:.1f}")
+peak_rows = []
+for n in (4, 8, 16):
+    for k in sorted({1, 2, round(np.sqrt(n))}):
+        peak, kept = segmented_peak(n, k)
+        model_parts = predicted_peak(n, k)
+        peak_rows.append(dict(n=n, k=k, peak=peak, kept=kept, model=sum(model_parts.values()), **model_parts))
+print(" layers  segment   graph after forward      model of the peak   measured peak   measured / model")
+print("         (blocks)  predicted   measured")
+for r in peak_rows:
+    predicted_kept = r["outside"] + r["boundaries"]
+    print(f"{r['n']:7d} {r['k']:8d} {predicted_kept:11,} {r['kept']:10,} {r['model']:18,} {r['peak']:15,} "
+          f"{r['peak'] / r['model']:14.2f}")
+best = {n: min((r for r in peak_rows if r["n"] == n), key=lambda r: r["peak"])["k"] for n in (4, 8, 16)}
+print(f"lowest measured peak, by depth: {best} (segment size in blocks)")
+
+# %% [markdown]
+# The graph after the forward pass is the model's first two terms to the byte;
+# the measured peak sits a little above the whole model (by the gradients in
+# flight inside one block, less than one block's activations), and it is
+# lowest with one block per segment at every depth. The boundaries cost b per
+# segment, but a recomputing segment costs a per block, 29 times more.
+#
+# ## 6. Selective recomputation: only attention's core
+#
+# Recomputing a whole block costs a whole forward pass. Most of what a block
+# keeps grows as N d and is cheap to keep; the attention weights grow as
+# B H T^2, and recomputing them needs only the two products of the attention
+# core, not the projections or the MLP. *Selective recomputation* (Korthikanti
+# et al., Megatron-LM) checkpoints just softmax(q k^T / sqrt(d_h)) v: the block
+# keeps q, k, v and the output, drops the T x T weights, and rebuilds them in
+# backward. Per layer the graph loses exactly the 4 B H T^2 term:
+
+# %%
+def attention_core_checkpointed(model: GPT) -> GPT:
+    """Each block's attention computes softmax(q k^T / sqrt(d_h)) v inside a checkpoint; the rest is recorded."""
+    for block in model.blocks:
+        attn = block.attn
+
+        def forward(x, cache=None, attn=attn):
+            B, T, d_model = x.shape
+            q, k, v = (proj(x).reshape(B, T, attn.n_head, attn.head_dim).transpose(1, 2)  # (B, H, T, d_h)
+                       for proj in (attn.q_proj, attn.k_proj, attn.v_proj))
+            y = mg.autograd.checkpoint(lambda q, k, v: mg.nn.functional.scaled_dot_product_attention(
+                q, k, v, is_causal=True), q, k, v)  # (B, H, T, d_h); the T x T weights are not kept
+            return attn.out_proj(y.transpose(1, 2).reshape(B, T, d_model))
+        attn.forward = forward
+    return model
+
+
+def selective_graph(B: int, T: int) -> int:
+    _, loss = attention_core_checkpointed(make_model())(*batch(B, T))
+    return mg.autograd.graph_bytes(loss).activations
+
+
+def selective_gradients() -> list[np.ndarray]:
+    model = attention_core_checkpointed(make_model(dtype=np.float64))
+    _, loss = model(*batch(4, 64))
+    loss.backward()
+    return [p.grad.numpy() for p in model.parameters()]
+
+
+selective_difference = max(float(np.abs(a - b).max()) for a, b in zip(plain, selective_gradients()))
+selective_rows = []
+for B, T in ((4, 32), (4, 64), (4, 128)):
+    full = measured_activations(B, T)
+    selective = selective_graph(B, T)
+    saved_predicted = L * FLOAT * B * H * T * T
+    selective_rows.append(dict(B=B, T=T, full=full, selective=selective, saved_predicted=saved_predicted,
+                               recompute_share=T / (6 * D + T)))
+print(f"float64: largest |plain gradient - selectively recomputed gradient| = {selective_difference:.1e}")
+print("   B    T   graph, plain   selective   saved: predicted 4 L B H T^2   measured   "
+      "recomputed: share of a block's forward FLOPs")
+for r in selective_rows:
+    print(f"{r['B']:4d} {r['T']:4d} {r['full']:14,} {r['selective']:11,} {r['saved_predicted']:31,} "
+          f"{r['full'] - r['selective']:10,} {r['recompute_share']:26.0%}")
+
+# %% [markdown]
+# The attention core is 4 B T^2 d of a block's 24 B T d^2 + 4 B T^2 d
+# floating-point operations (two per multiply-add), a share of T / (6 d + T): recomputing it costs a fraction of
+# a block's forward, and it frees the one part of the activations that grows
+# with T^2. At long contexts that part dominates; FlashAttention (whose
+# backward recomputes the weights tile by tile) makes the same trade inside
+# one kernel.
+
+# %% [markdown]
 # The plot: activations over context length (B = 4) and over batch size
 # (T = 64), as predicted, as measured in the graph, the step's peak, and the
 # peak with checkpointing.
@@ -273,4 +465,5 @@ if plt is not None:
 # Checkpointing trades them for time. Its design, and where PyTorch's differs,
 # are in docs/checkpoint_and_precision.md. Exercise 10
 # (demos/exercises/ex10_checkpoint.py, graded by `python -m demos.exercises check 10`)
-# asks you to write `checkpoint` yourself.
+# asks you to write `checkpoint` yourself, with the generator replay a block
+# with dropout needs.

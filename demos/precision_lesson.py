@@ -20,9 +20,14 @@
 #    however often it is applied; float32 *master weights* keep it;
 # 3. float16 gradients underflow to zero; *dynamic loss scaling* (what
 #    PyTorch's `GradScaler` does) multiplies the loss so they do not, and skips
-#    the steps whose gradients overflow;
+#    the steps whose gradients overflow; then a training run over micro-batches
+#    where float16 without scaling stalls and with it trains as float32 does,
+#    the gradients unscaled once per step and the schedule stepped only on the
+#    steps taken;
 # 4. the demo GPT trained 200 steps in float32, in bfloat16 with float32 master
-#    weights, and in pure bfloat16: the loss curves side by side.
+#    weights, and in pure bfloat16: the loss curves side by side;
+# 5. which ops autocast runs in float16 and which it keeps in float32, and why,
+#    each reason measured (attention's two products and the softmax between them).
 #
 # Each `# %%` line starts a cell: open the file in Jupyter (with jupytext) or VS
 # Code to run it cell by cell, or run it whole as a script.
@@ -191,7 +196,8 @@ class LossScaler:
         return loss * self.scale
 
     def unscale(self, grads: list[np.ndarray]) -> bool:
-        """Divide the gradients by the scale, in place (float32); True if any is inf or NaN."""
+        """Divide the gradients by the scale, in place (float32); True if any is inf or NaN. (A parameter no
+        gradient reached has none to unscale: ``step`` leaves it out, as GradScaler does.)"""
         found_inf = False
         for g in grads:
             g *= np.float32(1 / self.scale)
@@ -210,7 +216,7 @@ class LossScaler:
 
     def step(self, optimizer, params) -> bool:
         """Unscale, then step unless a gradient is inf/NaN; update the scale. True if the step was taken."""
-        found_inf = self.unscale([p.grad.data for p in params])
+        found_inf = self.unscale([p.grad.data for p in params if p.grad is not None])
         if not found_inf:
             optimizer.step()
         self.update(found_inf)
@@ -246,6 +252,90 @@ for step, (loss_value, scale, taken) in enumerate(scaler_log[:8]):
 skipped = sum(not taken for _, _, taken in scaler_log)
 print(f"... after 40 steps: {skipped} skipped, scale 2^{int(np.log2(scaler_log[-1][1]))} "
       f"(it doubles after 10 good steps in a row), loss {np.mean([l for l, _, _ in scaler_log[-5:]]):.3f}")
+
+# %% [markdown]
+# ### Training where float16 without scaling stalls
+#
+# How small do gradients get? The loss is a mean over the tokens of the
+# batch, so each token's share of the gradient is 1 / (tokens per batch).
+# Large models train on batches of millions of tokens (GPT-3: 3.2 M); a
+# micro-batch of 2 x 16 = 32 tokens in a batch of 2^22 tokens weighs
+# 32 / 2^22 = 2^-17 of the step's loss, and its gradients are that much
+# smaller. Here each step accumulates 2 such micro-batches, three ways: in
+# float32; under the float16 policy with no scaling; and under the float16
+# policy with the scaler. AdamW divides by the gradient's size, so in float32
+# the small weight changes little. In float16 the gradients fall below 2^-24
+# and vanish.
+#
+# With accumulation the scaler's calls move: every micro-batch's loss is
+# scaled and backpropagated, the gradients add up (scaled) in `.grad`, and only
+# after the last micro-batch are they unscaled, once, checked for inf/NaN, and
+# stepped (unscaling after each micro-batch would divide the first ones several
+# times, and a skip decided per micro-batch would be undone by the next). A
+# learning-rate schedule counts optimizer steps: on a skipped step there was no
+# update, so the scheduler is not stepped either (PyTorch warns when it is).
+# The scaler grows its scale after every 10 good steps, until a step overflows:
+# that step is skipped and the scale halved.
+
+# %%
+TOKENS_PER_BATCH, MICRO_BATCHES, RUN_STEPS = 2 ** 22, 2, 100
+MICRO_SHARE = 2 * 16 / TOKENS_PER_BATCH  # one micro-batch of 2 sequences of 16 tokens: 2^-17
+
+
+def train_small_share(mode: str, steps: int = RUN_STEPS) -> dict:
+    """``steps`` AdamW steps of MICRO_BATCHES micro-batches, each weighing MICRO_SHARE of the batch's loss; mode is
+    "float32", "float16" (no scaling) or "float16 + loss scaling". Returns the run's log."""
+    model = GPT(CONFIG, seed=0)
+    if mode != "float32":
+        run_linears_in(model, "float16")
+    params = list(model.parameters())
+    opt = optim.AdamW(params, lr=2e-3, weight_decay=0.1)
+    scheduler = optim.LambdaLR(opt, lambda step: min(1.0, (step + 1) / 10))  # 10 steps of warmup
+    scaler = LossScaler(init_scale=2.0 ** 32, growth_interval=10) if mode.endswith("scaling") else None
+    rng = np.random.default_rng(1)
+    log = dict(loss=[], zero=[], taken=[], unscaled=0)
+    for _ in range(steps):
+        model.zero_grad()
+        loss_sum = 0.0
+        for _ in range(MICRO_BATCHES):
+            _, loss = model(*get_batch(rng, B=2))
+            weighted = loss * MICRO_SHARE
+            with np.errstate(over="ignore", invalid="ignore"):
+                (weighted if scaler is None else scaler.scale_loss(weighted)).backward()  # .grad adds up
+            loss_sum += loss.item()
+        grads = [p.grad.data for p in params if p.grad is not None]
+        if scaler is None:
+            opt.step()
+            taken = True
+        else:
+            taken = scaler.step(opt, params)  # unscaled once, after the last micro-batch; skipped on inf/NaN
+            log["unscaled"] += 1
+        if taken:
+            scheduler.step()  # the schedule counts the steps taken
+            log["zero"].append(float(np.mean(np.concatenate([(g == 0).ravel() for g in grads]))))
+        log["loss"].append(loss_sum / MICRO_BATCHES)
+        log["taken"].append(taken)
+    log["scheduler_steps"] = scheduler.last_step
+    return log
+
+
+small_share = {mode: train_small_share(mode) for mode in ("float32", "float16", "float16 + loss scaling")}
+print(f"each micro-batch weighs 32 / 2^22 = 2^{int(np.log2(MICRO_SHARE))} of the loss; {RUN_STEPS} steps of "
+      f"{MICRO_BATCHES} micro-batches")
+print("                         loss, steps 1-10   steps 81-100   gradient entries zero   steps taken   "
+      "scheduler steps")
+for mode, log in small_share.items():
+    loss = np.array(log["loss"])
+    print(f"{mode:<24} {loss[:10].mean():17.3f} {loss[-20:].mean():14.3f} {np.mean(log['zero']):23.1%} "
+          f"{sum(log['taken']):13d} {log['scheduler_steps']:17d}")
+skipped_steps = [step for step, taken in enumerate(small_share["float16 + loss scaling"]["taken"]) if not taken]
+print(f"steps skipped by the scaler (inf in the gradients): {skipped_steps}")
+
+# %% [markdown]
+# float16 without scaling stalls: most gradient entries are zero, so most
+# weights never move. With the scaler it follows float32; the steps where a
+# grown scale overflowed were skipped, and the schedule was stepped once per
+# step taken, no more (so it ends a little behind float32: fewer updates).
 
 # %% [markdown]
 # ## 4. The demo GPT in float32, in bfloat16 with master weights, in pure bfloat16
@@ -338,8 +428,53 @@ if plt is not None:
     print(f"Saved {pictures[-1]}")
 
 # %% [markdown]
+# ## 5. What autocast runs in float16, and what it keeps in float32
+#
+# `torch.autocast(device_type="cuda", dtype=torch.float16)` does not run the
+# whole model in float16. Its op lists (PyTorch's "Autocast Op Reference"):
+#
+# * **float16**: the products: `matmul`, `mm`, `bmm`, `baddbmm`, `addmm`,
+#   `linear`, the convolutions. In attention, both products, the scores
+#   Q K^T and the weighted values P V; the GPU's matrix units add the products
+#   up in float32 inside the kernel, and round only the result;
+# * **float32**: what needs range or many additions: `softmax`, `log_softmax`,
+#   `layer_norm`, `exp`, `log`, `pow`, `sum`, `cumsum`, `norm`, the losses
+#   (`cross_entropy`, `nll_loss`, `mse_loss`...). So attention's softmax, between
+#   the two float16 products, runs in float32;
+# * anything else runs in the dtype of its inputs.
+#
+# Each reason, measured on float16 as `round_to` computes it (the policy of
+# section 3 follows the first list: only the products of `nn.Linear` are rounded):
+
+# %%
+def float16_running_sum(values) -> float:
+    """The values added one by one, the running sum rounded to float16 after each addition."""
+    total = 0.0
+    for v in values:
+        total = rounded(total + v, "float16")
+    return total
+
+
+sum_of_ones = float16_running_sum(np.ones(4096))
+exp_12 = mg.tensor(np.float32(12.0)).exp().round_to("float16").item()
+mean_square = rounded(rounded(300.0, "float16") ** 2, "float16")  # a layer norm input of 300, squared
+probability = rounded(1e-8, "float16")
+score = rounded(64 * 40.0 * 40.0, "float16")  # q . k over d = 64, entries of 40
+score_scaled = rounded(64 * (40.0 / 8) * 40.0, "float16")  # q scaled by 1/sqrt(64) first
+print(f"4096 ones added one by one in float16:  {sum_of_ones:.0f}    (past 2048, + 1 is half an ulp: sum, "
+      f"softmax's denominator, layer_norm's mean: float32)")
+print(f"exp(12) in float16:                     {exp_12}     (exp, softmax, log_softmax: float32)")
+print(f"300^2, a layer norm input squared:      {mean_square}     (layer_norm, norm, pow: float32)")
+print(f"a probability of 1e-8 in float16:       {probability}     (its log is -inf: log, cross_entropy, "
+      f"nll_loss: float32)")
+print(f"q . k over d = 64 with entries of 40:   {score}     (attention's scores overflow; with q scaled by "
+      f"1/sqrt(d) first: {score_scaled:.0f})")
+
+# %% [markdown]
 # The rounding op, its gradient rule and the policy are described in
 # docs/checkpoint_and_precision.md. Exercise 12
 # (demos/exercises/ex12_loss_scaler.py, graded by `python -m demos.exercises check 12`)
-# asks you to write the loss scaler with what a real loop adds: gradient clipping,
-# which must see the gradients unscaled (PyTorch's `scaler.unscale_(optimizer)`).
+# asks you to write the loss scaler with what a real loop adds and this lesson does
+# not: gradient clipping, which must see the gradients unscaled (PyTorch's
+# `scaler.unscale_(optimizer)`), inside a step over micro-batches some of which
+# overflow, with the scale's growth and backoff counted per step.

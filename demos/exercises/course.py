@@ -36,7 +36,8 @@ EXERCISES = [
     Exercise(9, "ex09_forward_mode", "forward mode from the VJPs (double backward), against mg.jvp"),
     Exercise(10, "ex10_checkpoint", "activation checkpointing: recompute in backward, second order, memory measured"),
     Exercise(11, "ex11_ring_all_reduce", "the ring all-reduce of data parallelism: the sum everywhere, bytes counted"),
-    Exercise(12, "ex12_loss_scaler", "dynamic loss scaling for float16 with clipping (GradScaler's unscale_ and step)"),
+    Exercise(12, "ex12_loss_scaler",
+             "loss scaling: unscale_ before clipping, over micro-batches, a schedule per step"),
     Exercise(13, "ex13_flash_attention", "FlashAttention: merge two online-softmax states; one tile's backward"),
     Exercise(14, "ex14_autograd_function", "autograd.Function: write backward for PyTorch's form of a custom op"),
 ]

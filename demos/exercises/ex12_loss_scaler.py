@@ -1,27 +1,36 @@
-"""Exercise 12: dynamic loss scaling with gradient clipping, as PyTorch's GradScaler does it.
+"""Exercise 12: dynamic loss scaling as a real loop needs it: clipping, accumulation, a schedule.
 
     python -m demos.exercises check 12
 
-The lesson demos/precision_lesson.py (section 4) builds the scaler: scale the
+The lesson demos/precision_lesson.py (section 3) builds the scaler: scale the
 loss, divide the gradients by the scale, skip the step if any is inf or NaN,
-back off, grow. Here it meets what a real training loop adds, and the lesson
-leaves out: gradient clipping. Clipping must see the true gradients, so the
-loop unscales them first, clips, then steps, as in nanoGPT with GradScaler:
+back off, grow; and it runs it over micro-batches. What it leaves out is what
+a training loop adds around it, in nanoGPT's order with PyTorch's GradScaler:
 
-    scaler.scale_loss(loss).backward()
-    scaler.unscale_(params)                 # optional: only before clipping
-    clip_grad_norm_(params, 1.0)
-    taken = scaler.step(optimizer, params)  # must not divide a second time
+    for micro_loss in micro_losses:                  # gradient accumulation
+        scaler.scale_loss(micro_loss() / n).backward()
+    scaler.unscale_(params)                          # once, after the last micro-batch
+    clip_grad_norm_(params, max_norm)                # clipping sees the true gradients
+    if scaler.step(optimizer, params):               # must not divide a second time
+        scheduler.step()                             # a skipped step is no step of the schedule
 
 So the scaler remembers, between ``unscale_`` and ``step``, that this step's
-gradients are already unscaled and whether they held inf or NaN (what clipping
-does to an inf gradient is NaN everywhere; the decision was made at unscale_).
-Calling ``unscale_`` twice in one step would divide twice: it is an error, as
-in PyTorch. The check drives your scaler through generated steps, with and
-without ``unscale_`` before ``step``, beside its own reference.
+gradients are already unscaled and whether they held inf or NaN (clipping turns
+an inf gradient into NaN everywhere: the verdict is made at unscale_). Calling
+``unscale_`` twice in one step would divide twice: it is an error, as in
+PyTorch. A parameter that got no gradient (``p.grad is None``) is skipped, as
+GradScaler skips it. The scale moves once per optimizer step, however many
+micro-batches it took and whichever of them overflowed: the growth interval
+counts steps, not micro-batches.
+
+The check drives your scaler through generated steps, with and without
+``unscale_`` before ``step``, then your ``accumulated_step`` through steps of
+several micro-batches, some of which overflow, beside its own reference.
 """
 
 import numpy as np  # noqa: F401  (for your code)
+
+from minigrad import optim  # noqa: F401  (optim.clip_grad_norm_)
 
 
 class LossScaler:
@@ -34,13 +43,13 @@ class LossScaler:
         # Add what the scaler must remember between unscale_ and step.
 
     def scale_loss(self, loss):
-        """The loss times the scale (a Tensor, so backward gives scale x the gradients)."""
+        """The loss times the scale: a Tensor (loss * self.scale), so backward gives scale x the gradients."""
         raise NotImplementedError("exercise 12: LossScaler.scale_loss")
 
     def unscale_(self, params) -> None:
-        """Divide every p.grad.data by the scale, in place, float32 (multiply by np.float32(1 / self.scale)), and
-        remember whether any entry is inf or NaN. A second call before step(): RuntimeError (say to call it once
-        per step)."""
+        """Divide every p.grad.data by the scale, in place, float32 (multiply by np.float32(1 / self.scale)),
+        skipping parameters whose grad is None, and remember whether any entry is inf or NaN. A second call
+        before step(): RuntimeError (say to call it once per step)."""
         raise NotImplementedError("exercise 12: LossScaler.unscale_")
 
     def step(self, optimizer, params) -> bool:
@@ -52,3 +61,14 @@ class LossScaler:
         step starts afresh: its gradients are new.
         """
         raise NotImplementedError("exercise 12: LossScaler.step")
+
+
+def accumulated_step(micro_losses, scaler, optimizer, scheduler, params, max_norm: float) -> bool:
+    """One optimizer step over the micro-batches; True if it was taken.
+
+    ``micro_losses``: functions, each computing one micro-batch's loss (a mean over that micro-batch) when
+    called. The step's loss is their mean: weigh each by 1 / len(micro_losses), scale it, backward (the
+    gradients add up in .grad). After the last one: unscale_ once, clip to max_norm
+    (optim.clip_grad_norm_(params, max_norm)), scaler.step; scheduler.step() only if the step was taken.
+    """
+    raise NotImplementedError("exercise 12: accumulated_step")

@@ -35,8 +35,8 @@ DOCS = {
     "softmax": "minigrad/ops.py, the blocks softmax and log_softmax (stable: shift by the max)",
     "checkpoint": "minigrad/autograd/checkpoint.py and the lesson demos/memory_lesson.py, section 4",
     "allreduce": "the lesson demos/data_parallel_lesson.py, section 2 (the ring, step by step)",
-    "scaler": "the lesson demos/precision_lesson.py, section 4 (dynamic loss scaling), and exercise 12's docstring "
-              "(unscale_ before clipping)",
+    "scaler": "the lesson demos/precision_lesson.py, section 3 (dynamic loss scaling, and over micro-batches), "
+              "and exercise 12's docstring (unscale_ before clipping, the schedule per step)",
     "flash": "the lesson demos/flash_attention_lesson.py, sections 1 (the online softmax; the merge) and 3 (the "
              "backward, tile by tile)",
     "function": "docs/adding_an_op.md, 'Outside the table: autograd.Function', and minigrad/autograd/function.py",

@@ -1,4 +1,4 @@
-"""One rubric per exercise, ``grade_1`` .. ``grade_9``: each takes the learner's module (or the solutions') and
+"""One rubric per exercise (``grade_1``, ``grade_2``, ...): each takes the learner's module (or the solutions') and
 raises ``Wrong`` on a fault.
 
 A rubric prints a line for each part that passed (``say``), so a learner sees
@@ -16,6 +16,7 @@ from minigrad.ops import OPS
 
 from .grader import (
     DTYPES,
+    TOLERANCE,
     compare,
     fail,
     grade_forward,
@@ -677,6 +678,52 @@ def _alive_after_forward(forward, inputs) -> tuple[int, object]:
         tracemalloc.stop()
 
 
+def _dropout_block(rng):
+    """x, W -> tanh(x @ W) with dropout (p = 1/2) whose mask is drawn from ``rng``: a block with randomness."""
+    def fn(x, W):
+        h = (x @ W).tanh()
+        return h * mg.tensor((rng.random(h.shape) > 0.5) * 2.0)
+    return fn
+
+
+def _grade_generator_replay(m, rng, say) -> None:
+    """checkpoint_with_rng on two dropout blocks in a row sharing one generator: each recomputation draws its own
+    forward's mask, and after backward the generator is where the forward left it."""
+    for seed in range(3):
+        x = mg.tensor(rng.standard_normal((6, 5)), requires_grad=True)
+        W1 = mg.tensor(rng.standard_normal((5, 5)), requires_grad=True)
+        W2 = mg.tensor(rng.standard_normal((5, 7)), requires_grad=True)
+        G = mg.tensor(rng.standard_normal((6, 7)))
+        theirs, ours = np.random.default_rng(seed), np.random.default_rng(seed)
+        plain = _dropout_block(ours)
+        want_y = plain(plain(x, W1), W2)
+        want = mg.grad((want_y * G).sum(), [x, W1, W2])
+        what = f"two dropout blocks in a row, each checkpoint_with_rng(block, h, W, rng=one generator seeded {seed})"
+        block = _dropout_block(theirs)
+        def two_blocks(block=block, x=x, W1=W1, W2=W2, g=theirs):
+            return m.checkpoint_with_rng(block, m.checkpoint_with_rng(block, x, W1, rng=g), W2, rng=g)
+
+        y = run_learner(what, two_blocks, hint_key="checkpoint")
+        compare(f"{what}: the output, against the blocks' own (the same generator, the same masks)", want_y, y,
+                "checkpoint")
+        grads = run_learner(f"backward through {what}", mg.grad, (y * G).sum(), [x, W1, W2], hint_key="checkpoint")
+        for i, (e, g) in enumerate(zip(want, grads)):
+            e_arr, g_arr = e.data, learner_array(f"{what}: gradient {i}", g, f"an array of shape {e.shape}")
+            if e_arr.shape == g_arr.shape and not np.allclose(e_arr, g_arr, rtol=1e-7, atol=1e-9):
+                fail(f"{what}: gradient {i}",
+                     "differs from the blocks' own: a recomputation in backward drew another dropout mask. Save "
+                     "rng.bit_generator.state before the forward and set the generator back to it before fn runs "
+                     "again", "checkpoint")
+            compare(f"{what}: gradient {i}", e, g, "checkpoint")
+        if theirs.random() != ours.random():
+            fail(f"{what}, the generator after backward",
+                 "its next number is not the one it would give without checkpointing: the recomputations left it "
+                 "at the first block's state, so the next draw repeats a mask. After running fn again, put the "
+                 "generator back to the state it had before the recomputation", "checkpoint")
+    say("checkpoint_with_rng: each recomputation draws its forward's dropout mask (the same gradients through two "
+        "blocks sharing a generator), and the generator is left where the forward left it")
+
+
 def grade_10(m, rng, say) -> None:
     from .grader import make_inputs
 
@@ -698,6 +745,20 @@ def grade_10(m, rng, say) -> None:
         say(f"my_checkpoint: the output and every input's gradient equal those of fn itself, for {len(CHECKPOINTED)} "
             f"functions (float32 and float64)")
         for name, fn, shapes in CHECKPOINTED:
+            for frozen in range(len(shapes)):  # one input that does not require grad (data, a frozen weight)
+                xs = make_inputs(shapes, np.float64, rng)
+                xs[frozen].requires_grad_(False)
+                learning = [x for x in xs if x.requires_grad]
+                G = mg.tensor(rng.standard_normal(fn(*xs).shape))
+                want = mg.grad((fn(*xs) * G).sum(), learning)
+                what = (f"backward through my_checkpoint(fn={name}) with input {frozen} not requiring grad (the "
+                        f"VJP gives None for it, and asks mg.grad only for the inputs that require grad)")
+                grads = run_learner(what, lambda xs=xs, fn=fn, G=G, learning=learning: mg.grad(
+                    (ckpt(*xs, fn=fn) * G).sum(), learning), hint_key="checkpoint")
+                for i, (e, gx) in enumerate(zip(want, grads)):
+                    compare(f"{what}: gradient {i}", e, gx, "checkpoint")
+        say("my_checkpoint: the same gradients when an input does not require grad")
+        for name, fn, shapes in CHECKPOINTED:
             xs = make_inputs(shapes, np.float64, rng)
             G = mg.tensor(rng.standard_normal(fn(*xs).shape))
             R = [mg.tensor(rng.standard_normal(s)) for s in shapes]
@@ -710,7 +771,15 @@ def grade_10(m, rng, say) -> None:
                          "under create_graph=True your VJP returned gradients with no graph behind them, so they "
                          "cannot be differentiated again: recompute from the inputs themselves (not detached "
                          "copies) and pass create_graph=True on to mg.grad", "checkpoint")
-                return mg.grad(sum((g * r).sum() for g, r in zip(first, R)), xs)
+                second_grads = mg.grad(sum((g * r).sum() for g, r in zip(first, R)), xs, allow_unused=True)
+                if use_checkpoint and any(g is None for g in second_grads):
+                    fail(f"my_checkpoint, second order, fn = {name}",
+                         "under create_graph=True the gradients your VJP returned are not functions of the inputs "
+                         "(differentiating them again never reaches input "
+                         f"{[i for i, g in enumerate(second_grads) if g is None]}): the recomputation started from "
+                         "detached copies. With create_graph (mg.is_grad_enabled() in the VJP), run fn on the "
+                         "inputs themselves", "checkpoint")
+                return second_grads
 
             got = run_learner(f"a second-order gradient through my_checkpoint(fn={name}) (create_graph=True)",
                               second, True, hint_key="checkpoint")
@@ -720,6 +789,7 @@ def grade_10(m, rng, say) -> None:
                         e, gx, "checkpoint")
             grade_gradcheck("my_checkpoint", ckpt, shapes, rng, params=dict(fn=fn), hint_key="checkpoint")
         say("my_checkpoint: second-order gradients equal fn's, and gradcheck / gradgradcheck pass")
+        _grade_generator_replay(m, rng, say)
 
         blocks, width = 6, 256
         x = mg.tensor(rng.standard_normal((256, 64)), requires_grad=True)
@@ -767,8 +837,26 @@ class _Ring:
         return array.copy()
 
 
+def _name_the_wrong_chunks(what, i, n, expected, got, rtol) -> None:
+    """``Wrong`` naming the chunks of worker i's buffer that are not the sum, and the chunk indices of the ring."""
+    got = learner_array(f"{what}: worker {i}'s buffer", got, "an array", "allreduce")
+    if got.shape != expected.shape:
+        return  # compare says it
+    atol = TOLERANCE[expected.dtype.type]["atol"]
+    bounds = np.cumsum([0] + [len(c) for c in np.array_split(expected, n)])
+    wrong = [k for k in range(n) if bounds[k] < bounds[k + 1] and not np.allclose(
+        got[bounds[k]:bounds[k + 1]], expected[bounds[k]:bounds[k + 1]], rtol=rtol, atol=atol, equal_nan=True)]
+    if wrong:
+        listed = ", ".join(f"{k} (entries {bounds[k]} to {bounds[k + 1] - 1})" for k in wrong)
+        fail(what, f"worker {i}'s buffer after the all-reduce: chunk(s) {listed} of {n} are not the sum of all "
+                   f"workers' chunks. Check the chunk "
+                   f"indices: in reduce-scatter step s worker i sends chunk (i - s) mod N, and after it holds the "
+                   f"finished chunk (i + 1) mod N; in all-gather step s it sends chunk (i + 1 - s) mod N. An index "
+                   f"off by one passes around a chunk that is not finished, or never delivers one", "allreduce")
+
+
 def grade_11(m, rng, say) -> None:
-    cases = [(n, size) for n in (1, 2, 3, 4, 5, 7) for size in (1, n, 10, 3 * n + 1, 1000)]
+    cases = [(n, size) for n in range(1, 8) for size in (1, n, 10, 3 * n + 1, 1000)]
     for n, size in cases:
         for dtype in DTYPES:
             buffers = [rng.standard_normal(size).astype(dtype) for _ in range(n)]
@@ -783,6 +871,7 @@ def grade_11(m, rng, say) -> None:
             if any(g is not b for g, b in zip(given, buffers)):
                 fail(what, "replaced a buffer in the list: change the arrays themselves, in place", "allreduce")
             for i, b in enumerate(buffers):
+                _name_the_wrong_chunks(what, i, n, expected, b, rtol=1e-5 if dtype == np.float32 else 1e-12)
                 compare(f"{what}: worker {i}'s buffer after the all-reduce, against the sum of all", expected, b,
                         "allreduce", rtol=1e-5 if dtype == np.float32 else 1e-12)
             if not all(np.array_equal(b, buffers[0]) for b in buffers):
@@ -832,7 +921,26 @@ def _check_second_unscale(what: str, scaler, params, expected) -> None:
                 rtol=1e-6, atol=0)
 
 
+def _check_unscale_skips_no_gradient(m) -> None:
+    """unscale_ on a parameter that got no gradient (p.grad is None) skips it, as GradScaler does."""
+    scaler = run_learner("LossScaler()", m.LossScaler, hint_key="scaler")
+    with_grad = mg.tensor(np.ones(3, np.float32), requires_grad=True)
+    with_grad.grad = mg.tensor(np.full(3, 2.0 ** 17, np.float32))
+    without = mg.tensor(np.ones(2, np.float32), requires_grad=True)
+    try:
+        scaler.unscale_([with_grad, without])
+    except NotImplementedError:
+        raise
+    except Exception as err:
+        fail("LossScaler.unscale_ on a parameter whose grad is None",
+             f"raised {type(err).__name__}: {err}{where(err)}. A parameter no gradient reached (a frozen layer, an "
+             f"unused branch) has p.grad None: skip it, as GradScaler does", "scaler")
+    compare("LossScaler.unscale_: the gradient beside a parameter with none", np.full(3, 2.0, np.float32),
+            with_grad.grad, "scaler")
+
+
 def grade_12(m, rng, say) -> None:
+    _check_unscale_skips_no_gradient(m)
     settings = [dict(), dict(init_scale=2.0 ** 10, growth_interval=3), dict(init_scale=1024.0, growth_factor=4.0,
                 backoff_factor=0.25, growth_interval=2), dict(init_scale=2.0 ** 24, growth_interval=5)]
     clipped_steps = 0
@@ -843,6 +951,10 @@ def grade_12(m, rng, say) -> None:
         interval, good = setting.get("growth_interval", 2000), 0
         loss = mg.tensor(np.float32(rng.uniform(1, 3)), requires_grad=True)
         scaled = run_learner("LossScaler.scale_loss", scaler.scale_loss, loss, hint_key="scaler")
+        if not isinstance(scaled, mg.Tensor):
+            fail(f"LossScaler({setting}).scale_loss(loss)",
+                 f"returned {type(scaled).__name__} {scaled!r:.40}, not a Tensor: a float (loss.item() x the scale) "
+                 f"has no graph, so backward cannot reach the parameters. Return loss * self.scale", "scaler")
         compare(f"LossScaler({setting}).scale_loss(loss): the loss times the scale", loss.data * np.float32(scale),
                 scaled, "scaler")
         (g,) = mg.grad(scaled, [loss])
@@ -858,6 +970,7 @@ def grade_12(m, rng, say) -> None:
             for p in params:
                 p.grad = mg.tensor(p.data.copy())
             expected = [p.grad.data * np.float32(1 / scale) for p in params]
+            params.append(mg.tensor(np.ones(2, np.float32), requires_grad=True))  # no gradient reached it: skipped
             found_inf = not all(np.isfinite(e).all() for e in expected)
             optimizer = _CountingOptimizer()
             kind = "inf" if bad < 0.15 else "NaN" if bad < 0.3 else "finite"
@@ -896,6 +1009,92 @@ def grade_12(m, rng, say) -> None:
     say(f"LossScaler: scale_loss, unscaled gradients (with unscale_ before step() in {clipped_steps} steps, and a "
         f"second unscale_ refused), skipped steps and the scale equal the reference over {len(settings)} settings "
         f"x 30 generated steps (inf and NaN among them)")
+    _grade_accumulated_step(m, rng, say)
+
+
+class _CountingScheduler:
+    def __init__(self):
+        self.steps = 0
+
+    def step(self):
+        self.steps += 1
+
+
+def _grade_accumulated_step(m, rng, say) -> None:
+    """Steps of 2 to 4 micro-batches, some overflowing under the scale, with clipping and a parameter left unused."""
+    interval, scale, good, taken_steps, skipped = 2, 2.0 ** 16, 0, 0, 0
+    scaler = run_learner("LossScaler(growth_interval=2)", m.LossScaler, growth_interval=interval, hint_key="scaler")
+    unscales = []
+    original_unscale = scaler.unscale_
+
+    def counted_unscale(params):
+        unscales.append(len(backwards))
+        return original_unscale(params)
+
+    scaler.unscale_ = counted_unscale
+    backwards = []
+    for step in range(16):
+        n = int(rng.integers(2, 5))
+        w = mg.tensor(rng.standard_normal((3, 4)).astype(np.float32), requires_grad=True)
+        b = mg.tensor(rng.standard_normal(4).astype(np.float32), requires_grad=True)
+        unused = mg.tensor(np.ones(2, np.float32), requires_grad=True)
+        params = [w, b, unused]
+        targets = [rng.standard_normal((5, 4)).astype(np.float32) for _ in range(n)]
+        inputs = [rng.standard_normal((5, 3)).astype(np.float32) for _ in range(n)]
+        overflow = step % 5 == 2  # one micro-batch of this step has a loss so large that scaled it overflows
+        bad = int(rng.integers(n)) if overflow else -1
+
+        def micro(i, w=w, b=b, x=inputs, t=targets, bad=bad):
+            def loss():
+                backwards.append(i)
+                xi = mg.tensor(x[i] * np.float32(1e36 if i == bad else 1.0))
+                return ((xi @ w + b - mg.tensor(t[i])) ** 2).mean()
+            return loss
+
+        w64, b64 = w.data.astype(np.float64), b.data.astype(np.float64)
+        gw, gb = np.zeros((3, 4)), np.zeros(4)
+        for x, t in zip(inputs, targets):  # the mean of the micro-batches' gradients, float64
+            r = 2 * (x @ w64 + b64 - t) / t.size / n
+            gw, gb = gw + x.T.astype(np.float64) @ r, gb + r.sum(0)
+        norm = np.sqrt((gw ** 2).sum() + (gb ** 2).sum())
+        max_norm = float(norm * (0.5 if step % 2 else 1.5))  # every other step is clipped
+        factor = min(1.0, max_norm / (norm + 1e-6))
+        optimizer, scheduler = _CountingOptimizer(), _CountingScheduler()
+        backwards.clear()
+        unscales.clear()
+        what = f"accumulated_step, step {step} ({n} micro-batches{f', micro-batch {bad} overflows' * overflow})"
+        taken = run_learner(what, m.accumulated_step, [micro(i) for i in range(n)], scaler, optimizer, scheduler,
+                            params, max_norm, hint_key="scaler")
+        if sorted(backwards) != list(range(n)):
+            fail(what, f"computed the micro-batches' losses {backwards}: each one once", "scaler")
+        if unscales != [n]:
+            fail(what, f"called unscale_ {len(unscales)} time(s) (after micro-batch(es) {unscales}): call it once, "
+                       f"after the last micro-batch's backward, so the gradients it divides and checks are the "
+                       f"whole step's", "scaler")
+        if not overflow:
+            compare(f"{what}: the gradient of w after the step: the mean of the micro-batches' gradients (each "
+                    f"loss weighed 1 / {n}), unscaled, clipped to norm {max_norm:.4g}",
+                    (gw * factor).astype(np.float32), w.grad, "scaler", rtol=1e-4, atol=1e-7, dtype=np.float32)
+        if optimizer.steps != (0 if overflow else 1) or bool(taken) != (not overflow):
+            fail(what, f"called optimizer.step() {optimizer.steps} time(s) and returned {taken!r}: the step is "
+                       f"skipped if any micro-batch's gradients overflowed, else taken once", "scaler")
+        if scheduler.steps != (0 if overflow else 1):
+            fail(what, f"called scheduler.step() {scheduler.steps} time(s) on a {'skipped' if overflow else 'taken'} "
+                       f"step: step the schedule only when the optimizer stepped (a skipped step is no step)",
+                 "scaler")
+        if overflow:
+            scale, good, skipped = scale * 0.5, 0, skipped + 1
+        else:
+            good, taken_steps = good + 1, taken_steps + 1
+            if good == interval:
+                scale, good = scale * 2, 0
+        if scaler.scale != scale:
+            fail(what, f"the scale after the step is {scaler.scale!r}, expected {scale!r}: the scale backs off once "
+                       f"per skipped step and grows after growth_interval taken *steps*, not micro-batches",
+                 "scaler")
+    say(f"accumulated_step: 16 steps of 2 to 4 micro-batches ({skipped} overflowing, skipped): unscale_ once after "
+        f"the last micro-batch, clipped mean gradients, the scheduler stepped only on the {taken_steps} taken "
+        f"steps, and the scale backed off and grew per step, as the reference's")
 
 
 # --------------------------------------------------------------------------------------

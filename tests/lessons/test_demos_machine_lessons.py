@@ -74,6 +74,38 @@ def test_checkpointing_gives_the_same_gradients_and_a_lower_peak(memory_run):
     assert ns.time_ratio > 0  # measured and printed; never asserted (tests do not hold wall-clock times)
 
 
+def test_the_per_layer_formula_equals_the_graph_for_other_widths_heads_and_lengths(memory_run):
+    rows = memory_run.ns.layer_rows
+    assert len({(b, t, d, h) for b, t, d, h, _, _ in rows}) == 4
+    for B, T, d, H, formula, measured in rows:
+        copy = 4 * B * T * d if H > 1 else 0  # the heads side by side: a copy, a view for one head
+        assert formula == measured == 4 * B * T * (24 * d + 2) + copy + 4 * B * H * T * T
+
+
+def test_the_checkpointed_peak_model_and_one_block_per_segment(memory_run):
+    ns = memory_run.ns
+    assert ns.segmented_matches  # the segmented forward computes the GPT's loss
+    assert ns.block_a / ns.boundary_b == pytest.approx(25 + (4 * 64 + 2) / 64)
+    rows = ns.peak_rows
+    assert {(r["n"], r["k"]) for r in rows} == {(4, 1), (4, 2), (8, 1), (8, 2), (8, 3), (16, 1), (16, 2), (16, 4)}
+    for r in rows:
+        assert r["kept"] == r["outside"] + r["boundaries"]  # the graph after the forward, to the byte
+        assert r["recomputing"] == r["k"] * ns.block_a and r["boundaries"] == -(-r["n"] // r["k"]) * ns.boundary_b
+        assert 0 < r["peak"] - r["model"] < ns.block_a, r  # above the model by less than one block's activations
+    for n in (4, 8, 16):
+        by_k = {r["k"]: r["peak"] for r in rows if r["n"] == n}
+        assert min(by_k, key=by_k.get) == 1 and ns.best[n] == 1  # one block per segment has the lowest peak
+        assert sorted(by_k, key=by_k.get) == sorted(by_k)  # and the peak grows with the segment
+
+
+def test_selective_recomputation_drops_exactly_the_attention_weights(memory_run):
+    ns = memory_run.ns
+    assert ns.selective_difference < 1e-12
+    for r in ns.selective_rows:
+        assert r["full"] - r["selective"] == r["saved_predicted"] == 4 * 4 * r["B"] * 4 * r["T"] ** 2
+        assert r["recompute_share"] == r["T"] / (6 * 64 + r["T"]) < 0.3
+
+
 @pytest.mark.skipif(not HAS_MATPLOTLIB, reason="matplotlib is not installed")
 def test_memory_plot_is_drawn_into_out(memory_run):
     [path] = memory_run.ns.pictures
@@ -100,6 +132,9 @@ the 4 workers hold the same parameters after every step: True
 replicated                         432,128         432,128            864,256   864,256
 ZeRO-1, worker 0                   432,128         108,032            540,160   540,160
 ZeRO-1, worker 3                   432,128         108,032            540,160   540,160
+gradients ready in the reverse of model.parameters() order: True
+  64   432,128 ( 432,128)   113,096 ( 113,096)    59,924 (  59,924)     6,752 (   6,752)
+a 7.5 B model on 64 workers (formula): 120.0 GB, ZeRO-1 31.4 GB, ZeRO-2 16.6 GB, ZeRO-3 1.88 GB; ZeRO-1 saves 3.82 times
 """  # noqa: E501
 
 
@@ -140,6 +175,55 @@ def test_parallel_lesson_ends_pointing_at_pytorch_ddp(parallel_run):
     source = (DEMOS / "data_parallel_lesson.py").read_text(encoding="utf-8")
     assert source.rstrip().splitlines()[-1].startswith("#")
     assert "demos/continue_in_pytorch.py" in source[-800:] and "DistributedDataParallel" in source[-800:]
+
+
+def test_ddp_averages_means_which_is_wrong_on_unequal_shards(parallel_run):
+    errors = parallel_run.ns.ddp_error
+    assert errors[2, 2, 2, 2] < 1e-12  # equal shards: the mean of means is the batch's mean
+    assert errors[5, 1, 1, 1] > 0.1  # unequal: a sequence on a small shard counts more
+
+
+def test_buckets_fill_in_reverse_order_and_overlap_with_backward(parallel_run):
+    ns = parallel_run.ns
+    n = len(ns.params)
+    assert ns.ready_order == list(range(n))[::-1]  # measured by hooks: the last parameter's gradient first
+    assert [i for b in ns.buckets for i in b] == ns.ready_order  # the buckets cut that order, in order
+    assert all(sum(ns.sizes_bytes[i] for i in b) >= ns.BUCKET_BYTES for b in ns.buckets[:-1])
+    assert ns.bucketed_vs_whole < 1e-12
+    overlap, whole, tiny = ns.overlap, ns.no_overlap, ns.tiny
+    assert whole["hidden"] == 0.0 and whole["overlapped"] == whole["sequential"]
+    assert overlap["hidden"] > 0.5 and overlap["overlapped"] < min(whole["overlapped"], tiny["overlapped"])
+    assert tiny["communication"] > overlap["communication"] > whole["communication"]  # latency per message
+    assert overlap["after_backward"] < 0.5 * whole["after_backward"]
+
+
+def test_no_sync_sends_once_per_step_for_the_same_gradient(parallel_run):
+    ns = parallel_run.ns
+    assert ns.no_sync_difference < 1e-12
+    assert ns.unsynced_bytes == 2 * (4 - 1) / 4 * ns.n_params * 8 and ns.synced_bytes == 4 * ns.unsynced_bytes
+
+
+def test_the_ring_sends_2_n_minus_1_messages(parallel_run):
+    ns = parallel_run.ns
+    assert ns.messages == {n: 2 * (n - 1) for n in ns.RING_NS}
+
+
+def test_zero_clips_by_the_global_norm_and_zero2_keeps_a_slice(parallel_run):
+    ns = parallel_run.ns
+    assert min(ns.clip_norms) > ns.MAX_NORM  # every step clips: the comparison means something
+    assert ns.clip_global_vs_plain < 1e-12 and ns.clip_local_vs_plain > 1e-4
+    assert ns.zero2_vs_zero1 == 0.0
+    assert all(kept == [ns.n_params * 8 // 4] * 4 for kept in ns.zero2_kept)  # a quarter of the gradient each
+    assert all(kept == [ns.n_params * 8] * 4 for kept in ns.zero1_kept)
+
+
+def test_the_mixed_precision_budget_and_zero1_saving_nearly_4x(parallel_run):
+    ns = parallel_run.ns
+    assert [n for n, _, _ in ns.budget_rows] == [4, 64]
+    for _, measured, formula in ns.budget_rows:
+        assert measured == formula  # the arrays a worker holds, byte for byte
+    assert [round(x, 2) for x in ns.paper] == [120.0, 31.41, 16.64, 1.88]
+    assert 3.8 < ns.paper[0] / ns.paper[1] < 4
 
 
 @pytest.mark.skipif(not HAS_MATPLOTLIB, reason="matplotlib is not installed")
@@ -236,6 +320,58 @@ def test_pure_bfloat16_falls_behind_and_master_weights_do_not(precision_run):
     assert pure > fp32 + 0.04  # "falls behind"
     assert ns.unmoved["pure bfloat16"] > 0.1 and ns.unmoved["float32"] < 0.01
     assert ns.gain_moves["pure bfloat16"] == 0.0 < ns.gain_moves["float32"]  # the norm gains never move
+
+
+def test_float16_without_scaling_stalls_and_with_scaling_trains_beside_float32(precision_run):
+    ns = precision_run.ns
+    assert ns.MICRO_SHARE == 2.0 ** -17
+    runs = ns.small_share.items()
+    first = {mode: np.mean(log["loss"][:10]) for mode, log in runs}
+    last = {mode: np.mean(log["loss"][-20:]) for mode, log in runs}
+    zero = {mode: np.mean(log["zero"]) for mode, log in runs}
+    assert last["float32"] < first["float32"] - 0.8  # float32 trains
+    assert last["float16"] > last["float32"] + 0.5 and last["float16"] > first["float16"] - 0.5  # float16 stalls
+    assert zero["float16"] > 0.5 and zero["float32"] < 1e-4 and zero["float16 + loss scaling"] < 0.01
+    assert abs(last["float16 + loss scaling"] - last["float32"]) < 0.1  # and with the scaler it trains
+    assert any(line.startswith("float16 + loss scaling") for line in precision_run.lines)
+
+
+def test_the_scaler_over_micro_batches_unscales_once_per_step_and_the_schedule_skips_with_it(precision_run):
+    ns = precision_run.ns
+    log = ns.small_share["float16 + loss scaling"]
+    taken = log["taken"]
+    assert log["unscaled"] == ns.RUN_STEPS == len(taken)  # once per step, after the last micro-batch
+    assert 0 < taken.count(False) < 10 and ns.skipped_steps == [i for i, t in enumerate(taken) if not t]
+    assert all(taken[i - 10:i] == [True] * 10 for i in ns.skipped_steps)  # a skip follows 10 good steps: a growth
+    assert log["scheduler_steps"] == sum(taken) < ns.RUN_STEPS  # the schedule counts the steps taken
+    assert ns.small_share["float32"]["scheduler_steps"] == ns.RUN_STEPS
+
+
+def test_the_scalers_skip_a_parameter_that_got_no_gradient(precision_run):
+    """GradScaler skips a parameter whose grad is None; the lesson's scaler and exercise 12's reference too."""
+    import minigrad as mg
+    from demos.exercises.solutions.ex12_loss_scaler import LossScaler
+
+    for scaler in (precision_run.ns.LossScaler(init_scale=4.0), LossScaler(init_scale=4.0)):
+        used = mg.tensor(np.ones(3, np.float32), requires_grad=True)
+        unused = mg.tensor(np.ones(2, np.float32), requires_grad=True)
+        (scaler.scale_loss((used * 2).sum())).backward()
+        assert unused.grad is None
+        steps = []
+        assert scaler.step(SimpleNamespace(step=lambda steps=steps: steps.append(1)), [used, unused]) is True
+        assert steps == [1] and np.array_equal(used.grad.numpy(), np.full(3, 2.0, np.float32))
+
+
+def test_what_autocast_keeps_in_float32_is_measured(precision_run):
+    ns = precision_run.ns
+    assert ns.sum_of_ones == 2048.0  # a running sum in float16 stops
+    assert ns.exp_12 == np.inf and ns.mean_square == np.inf and ns.score == np.inf  # past 65504
+    assert ns.probability == 0.0  # below 2^-24
+    assert ns.score_scaled == 12800.0
+    source = (DEMOS / "precision_lesson.py").read_text(encoding="utf-8")
+    for op in ("`softmax`", "`log_softmax`", "`layer_norm`", "`cross_entropy`", "`matmul`", "`linear`", "Q K^T",
+               "P V"):
+        assert op in source
 
 
 @pytest.mark.skipif(not HAS_MATPLOTLIB, reason="matplotlib is not installed")

@@ -1,6 +1,8 @@
-"""Exercise 12: dynamic loss scaling with gradient clipping (reference solution)."""
+"""Exercise 12: dynamic loss scaling with clipping and accumulation (reference solution)."""
 
 import numpy as np
+
+from minigrad import optim
 
 
 class LossScaler:
@@ -18,6 +20,8 @@ class LossScaler:
             raise RuntimeError("unscale_() was already called this step: call it once, before step()")
         found_inf = False
         for p in params:
+            if p.grad is None:  # no gradient reached it: nothing to unscale (GradScaler skips it too)
+                continue
             p.grad.data *= np.float32(1 / self.scale)
             found_inf = found_inf or not np.isfinite(p.grad.data).all()
         self.found_inf = found_inf
@@ -37,3 +41,14 @@ class LossScaler:
                 self.scale *= self.growth_factor
                 self.good_steps = 0
         return not found_inf
+
+
+def accumulated_step(micro_losses, scaler, optimizer, scheduler, params, max_norm: float) -> bool:
+    for micro_loss in micro_losses:
+        scaler.scale_loss(micro_loss() / len(micro_losses)).backward()
+    scaler.unscale_(params)
+    optim.clip_grad_norm_(params, max_norm)
+    taken = scaler.step(optimizer, params)
+    if taken:
+        scheduler.step()
+    return taken
