@@ -225,6 +225,19 @@ def test_the_files_a_page_names_exist(page):
     assert not missing, f"{page_id(page)} names files that are not there: {missing}"
 
 
+def heading_anchors(page: Path) -> set[str]:
+    """GitHub's anchors for a page's headings: lower case, punctuation dropped, spaces as hyphens."""
+    headings = re.findall(r"^#+ (.+)$", FENCE.sub("", page.read_text(encoding="utf-8")), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_link_to_a_heading_finds_it(page):
+    for target, anchor in re.findall(r"\]\(([\w/.]*?)#([\w-]+)\)", page.read_text(encoding="utf-8")):
+        linked = (page.parent / target) if target else page
+        assert anchor in heading_anchors(linked), f"{page_id(page)} links {target}#{anchor}, a heading it lacks"
+
+
 def test_the_backward_walkthrough_saves_its_picture(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run_page(DOCS / "backward.md")
