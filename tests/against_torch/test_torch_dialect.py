@@ -291,7 +291,7 @@ def test_pytorch_calls_mean_on_minigrad_what_they_mean_on_pytorch(code, shape):
     try:
         expected, tx = _run("torch", code, array)
     except Exception:  # PyTorch refuses it: minigrad must refuse it too
-        with pytest.raises(mg.OpError, match=r"zero-size array|has size 0, so there is no|is empty along"):
+        with pytest.raises((mg.OpError, TypeError), match=r"write |zero-size|has size 0|is empty along|must be an int"):
             _run("minigrad", code, array)
         return
     got, mx = _run("minigrad", code, array)
