@@ -680,7 +680,7 @@ class flash_attention:
             if visible is not True:
                 s = s.masked_fill(~visible, -np.inf)
             m, l, acc = stats.get(rows, (None, None, None))
-            m_new = s.max(axis=-1, keepdims=True) if m is None else maximum(m, s.max(axis=-1, keepdims=True))
+            m_new = s.amax(-1, keepdim=True) if m is None else maximum(m, s.amax(-1, keepdim=True))
             m_safe = m_new.masked_fill(np.isneginf(m_new.data), 0.0)  # a row that has seen only forbidden keys
             p = (s - m_safe).exp()
             pv = p @ v[..., slice(*cols), :]
