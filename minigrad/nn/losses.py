@@ -79,15 +79,15 @@ def _target_like(who: str, input: Tensor, target, same_shape: bool) -> Tensor | 
         target = target.astype(input.dtype)
     if tuple(target.shape) != tuple(input.shape):
         if same_shape:
-            raise ValueError(f"{who}: Using a target size ({tuple(target.shape)}) that is different to the input "
-                             f"size ({tuple(input.shape)}) is deprecated. Please ensure they have the same size.")
+            raise ValueError(f"{who}: Using a target size {tuple(target.shape)} that is different to the input "
+                             f"size {tuple(input.shape)} is deprecated. Please ensure they have the same size.")
         try:
             np.broadcast_shapes(tuple(target.shape), tuple(input.shape))
         except ValueError:
             raise ValueError(f"{who}: the target's shape {tuple(target.shape)} does not broadcast with the input's "
                              f"{tuple(input.shape)}; give a target of the input's shape") from None
-        warnings.warn(f"{who}: Using a target size ({tuple(target.shape)}) that is different to the input size "
-                      f"({tuple(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
+        warnings.warn(f"{who}: Using a target size {tuple(target.shape)} that is different to the input size "
+                      f"{tuple(input.shape)}. This will likely lead to incorrect results due to broadcasting. "
                       f"Please ensure they have the same size.", UserWarning, stacklevel=3)
     return target
 
@@ -103,20 +103,32 @@ def _weight(weight):
 
 
 def mse_loss(input: Tensor, target, size_average=None, reduce=None, reduction: str = "mean", weight=None) -> Tensor:
-    """(input - target)**2, averaged (``'mean'``), summed or per element; ``weight`` scales each element."""
+    """(input - target)**2, averaged (``'mean'``), summed or per element; ``weight`` as ``_elementwise_weight``."""
     reduction = _legacy_reduction("mse_loss", size_average, reduce, reduction)
     input = _float_input("mse_loss", input)
     diff = input - _target_like("mse_loss", input, target, same_shape=False)
-    loss = diff * diff
-    return _reduce(loss if weight is None else loss * _weight(weight), reduction)
+    return _elementwise_weight("mse_loss", input, diff * diff, weight, reduction)
 
 
 def l1_loss(input: Tensor, target, size_average=None, reduce=None, reduction: str = "mean", weight=None) -> Tensor:
-    """abs(input - target), averaged (``'mean'``), summed or per element; ``weight`` scales each element."""
+    """abs(input - target), averaged (``'mean'``), summed or per element; ``weight`` as ``_elementwise_weight``."""
     reduction = _legacy_reduction("l1_loss", size_average, reduce, reduction)
     input = _float_input("l1_loss", input)
     loss = (input - _target_like("l1_loss", input, target, same_shape=False)).abs()
-    return _reduce(loss if weight is None else loss * _weight(weight), reduction)
+    return _elementwise_weight("l1_loss", input, loss, weight, reduction)
+
+
+def _elementwise_weight(who: str, input: Tensor, loss: Tensor, weight, reduction: str) -> Tensor:
+    """PyTorch's weighted regression loss: ``weight`` (input's shape) scales each element; ``'mean'`` is the
+    weighted mean, sum(weight * loss) / sum(weight)."""
+    if weight is None:
+        return _reduce(loss, reduction)
+    weight = _weight(weight)
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError(f"{who}: Weights and input must have the same size: weight {tuple(weight.shape)}, input "
+                         f"{tuple(input.shape)}")
+    weighted = loss * weight
+    return weighted.sum() / weight.sum() if reduction == "mean" else _reduce(weighted, reduction)
 
 
 # --------------------------------------------------------------------------------------
