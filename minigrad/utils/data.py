@@ -276,15 +276,17 @@ def default_collate(batch: list):
 
 
 def default_convert(data):
-    """What a loader with ``batch_size=None`` returns per sample: arrays as Tensors, containers converted inside."""
+    """What a loader with ``batch_size=None`` returns per sample: arrays as Tensors, tuples as lists (PyTorch's)."""
     if isinstance(data, np.ndarray) and data.dtype.kind not in "SaUOV":
         return Tensor(data)
     if isinstance(data, Mapping):
         return type(data)({key: default_convert(value) for key, value in data.items()})
     if isinstance(data, tuple) and hasattr(data, "_fields"):
         return type(data)(*(default_convert(d) for d in data))
-    if isinstance(data, list | tuple):
-        return type(data)(default_convert(d) for d in data)
+    if isinstance(data, tuple):
+        return [default_convert(d) for d in data]  # a list, as PyTorch's
+    if isinstance(data, list):
+        return [default_convert(d) for d in data]
     return data
 
 
