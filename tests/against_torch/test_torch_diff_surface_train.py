@@ -26,7 +26,7 @@ H.use_torch(torch)
 tdata = torch.utils.data
 L = torch.optim.lr_scheduler
 pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"),
-              pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\(\)` before")]
+              pytest.mark.filterwarnings(r"ignore:Detected call of `lr_scheduler.step\(\)` before")]
 
 
 # --------------------------------------------------------------------------------------
