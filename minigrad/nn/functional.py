@@ -325,18 +325,19 @@ def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) 
 
 
 def _pad_dim(x: Tensor, dim: int, before: int, after: int, mode: str, value: float) -> Tensor:
-    """``x`` padded by ``before``/``after`` along ``dim`` (negative: cropped)."""
-    n = x.shape[dim]
+    """``x`` padded by ``before``/``after`` along ``dim``; negative sizes crop, as in PyTorch: ``'constant'`` and
+    ``'circular'`` crop first (and wrap the cropped tensor), ``'replicate'`` and ``'reflect'`` read each output
+    position from the whole input."""
     lead = (slice(None),) * dim
+    if mode in ("constant", "circular") and (before < 0 or after < 0):
+        x = x[lead + (slice(max(-before, 0), x.shape[dim] - max(-after, 0)),)]
+        before, after = max(before, 0), max(after, 0)
+    if before == 0 and after == 0:
+        return x
+    n = x.shape[dim]
     if mode == "constant":
-        if before < 0 or after < 0:  # crop first
-            x = x[lead + (slice(max(-before, 0), n - max(-after, 0)),)]
-        parts = []
-        for size in (before, after):
-            shape = x.shape[:dim] + (max(size, 0),) + x.shape[dim + 1:]
-            parts.append(np.full(shape, value, dtype=x.dtype))  # constants: no gradient
-        if before <= 0 and after <= 0:
-            return x
+        parts = [np.full(x.shape[:dim] + (size,) + x.shape[dim + 1:], value, dtype=x.dtype)  # constants: no gradient
+                 for size in (before, after)]
         return apply(OPS["concatenate"], parts[0], x, parts[1], axis=dim)
     if mode == "reflect" and (before >= n or after >= n):
         raise ValueError(f"pad: argument (before {before}, after {after}) should be less than the size "

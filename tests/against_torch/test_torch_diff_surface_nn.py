@@ -340,7 +340,8 @@ def test_refused_as_pytorch_refuses(ours, theirs, error, words):
 
 PADS = [((1, 2), "constant", 2), ((1, -1, 0, 2), "constant", 3), ((-1, -1), "constant", 1), ((2, 1), "reflect", 3),
         ((1, 2, 2, 0), "reflect", 4), ((3, 0, 1, 2), "replicate", 4), ((1, 1, 1, 1, 1, 1), "replicate", 5),
-        ((2, 3), "circular", 3), ((1, 2, 3, 1), "circular", 4), ((1, 1, 2, 2, 0, 1, 1, 0), "constant", 4)]
+        ((2, 3), "circular", 3), ((1, 2, 3, 1), "circular", 4), ((1, 1, 2, 2, 0, 1, 1, 0), "constant", 4),
+        ((-1, 2), "circular", 3), ((2, -1, -1, 1), "replicate", 4), ((-4, 6), "replicate", 3), ((1, -2), "reflect", 3)]
 
 
 @given(dtype=DTYPE, seed=SEED, case=st.sampled_from(PADS), value=st.sampled_from([None, 0.0, -2.5]))
