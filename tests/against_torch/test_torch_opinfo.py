@@ -291,9 +291,6 @@ def _index_select(x, dim, index):
     return x[(slice(None),) * (dim % x.ndim) + (index.data,)]
 
 
-_ITS_OWN_CHECK = "an argument check of PyTorch's function (minigrad spells it with ops)"
-
-
 def _reflected(fn):
     def call(x, other):
         if not isinstance(x, mg.Tensor):
