@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -438,7 +437,7 @@ def _encode(obj, tensors: dict, seen: dict, where: str):
     if obj is None or isinstance(obj, bool | int | str):
         return obj
     if isinstance(obj, float):
-        return obj if math.isfinite(obj) else {"__float__": repr(obj)}
+        return obj if np.isfinite(obj) else {"__float__": repr(obj)}
     if isinstance(obj, Tensor | np.ndarray):
         key = seen.get(id(obj))
         if key is None:
