@@ -55,3 +55,11 @@ __all__ = [
     "Sigmoid", "SinusoidalPositionalEncoding", "StateDictError", "SwiGLU", "Tanh", "TransformerBlock",
     "checks", "functional", "gradcheck_module", "init", "manual_seed", "sinusoidal_encoding", "utils",
 ]
+
+
+def __getattr__(name: str):
+    """A PyTorch name minigrad.nn lacks (``nn.Conv2d``) is an error that lists what it has."""
+    if name.startswith("__"):
+        raise AttributeError(f"module 'minigrad.nn' has no attribute {name!r}")
+    raise AttributeError(f"module 'minigrad.nn' has no attribute {name!r}: torch.nn.{name} is not in minigrad; "
+                         f"its layers and tools are {', '.join(sorted(n for n in __all__ if n[0].isupper()))}")

@@ -355,3 +355,13 @@ def _pad_dim(x: Tensor, dim: int, before: int, after: int, mode: str, value: flo
     else:
         index = index % n
     return x[lead + (index,)]
+
+
+def __getattr__(name: str):
+    """A PyTorch function minigrad's ``F`` lacks (``F.conv2d``) is an error that lists what it has."""
+    if name.startswith("__"):
+        raise AttributeError(f"module 'minigrad.nn.functional' has no attribute {name!r}")
+    have = sorted(n for n, v in globals().items() if callable(v) and not n.startswith("_")
+                  and getattr(v, "__module__", "") in (__name__, "minigrad.nn.losses"))
+    raise AttributeError(f"module 'minigrad.nn.functional' has no attribute {name!r}: torch.nn.functional.{name} "
+                         f"is not in minigrad; it has {', '.join(have)}")

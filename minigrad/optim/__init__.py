@@ -17,3 +17,11 @@ from .sgd import SGD
 
 __all__ = ["SGD", "Adam", "AdamW", "LRScheduler", "LambdaLR", "Optimizer", "WarmupCosineLR", "clip_grad_norm_",
            "lr_scheduler", "warmup_cosine"]
+
+
+def __getattr__(name: str):
+    """A PyTorch name minigrad.optim lacks (``optim.RMSprop``) is an error that lists what it has."""
+    if name.startswith("__"):
+        raise AttributeError(f"module 'minigrad.optim' has no attribute {name!r}")
+    raise AttributeError(f"module 'minigrad.optim' has no attribute {name!r}: torch.optim.{name} is not in "
+                         f"minigrad; it has {', '.join(__all__)} (schedules in optim.lr_scheduler)")

@@ -142,3 +142,12 @@ def test_module_zero_grad_keeps_zeros_when_asked():
     assert all(p.grad is not None and not p.grad.data.any() for p in model.parameters())
     model.zero_grad()
     assert all(p.grad is None for p in model.parameters())
+
+
+@pytest.mark.parametrize("where, name, offered", [(nn, "Conv2d", "CrossEntropyLoss"), (F, "conv2d", "pad"),
+                                                  (mg.optim, "RMSprop", "AdamW")])
+def test_a_missing_pytorch_name_says_what_there_is(where, name, offered):
+    with pytest.raises(AttributeError, match=rf"has no attribute '{name}': torch\..*{name} is not in minigrad; "
+                                             rf".*{offered}"):
+        getattr(where, name)
+    assert not hasattr(where, "__wrapped__")  # (dunder lookups stay plain AttributeErrors)
