@@ -74,11 +74,16 @@ globals().update({name: getattr(dtypes, name) for name in dtypes.DTYPE_NAMES})
 
 
 def __getattr__(name: str):
-    """``import minigrad as torch`` reaches ``torch.nn`` and ``torch.optim`` without a second import."""
-    if name in ("nn", "optim", "viz", "io"):
+    """``import minigrad as torch`` reaches ``torch.nn``, ``torch.optim``, ``torch.utils.data`` without a second
+    import, and ``torch.save``/``torch.load`` (``minigrad.io``'s ``save_object``/``load_object``)."""
+    if name in ("nn", "optim", "viz", "io", "utils"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)
+    if name in ("save", "load"):
+        from . import io
+
+        return io.save_object if name == "save" else io.load_object
     raise AttributeError(f"module 'minigrad' has no attribute {name!r}")
 
 

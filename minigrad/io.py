@@ -332,3 +332,175 @@ def _version() -> str:
     from . import __version__
 
     return __version__
+
+
+# --------------------------------------------------------------------------------------
+# mg.save / mg.load: PyTorch's torch.save(obj, f) and torch.load(f), without pickle
+# --------------------------------------------------------------------------------------
+
+OBJECT_FORMAT = "minigrad.object"
+
+
+def save_object(obj, f) -> None:
+    """``mg.save(obj, f)``, as ``torch.save``: a state dict (or any nest of dicts, lists and tuples of tensors,
+    arrays, numbers, strings, bools and None) to the path or binary file ``f``.
+
+    The file is safetensors: the tensors as raw bytes, the nesting as JSON in
+    the header; loading it runs no code (``torch.save`` writes a pickle). A
+    path is written atomically. What is not data (a Module, an optimizer, a
+    function) is refused, with what to save instead.
+    """
+    if isinstance(obj, str | os.PathLike) and not isinstance(f, str | os.PathLike | bytes) \
+            and not hasattr(f, "write"):
+        raise TypeError(f"mg.save(obj, f) takes the object first and the file second, as torch.save; got a path "
+                        f"first and a {type(f).__name__} second: write mg.save(model.state_dict(), path) (or "
+                        f"mg.io.save(path, model, optimizer) for a full training checkpoint)")
+    tensors: dict[str, np.ndarray] = {}
+    tree = _encode(obj, tensors, {}, "obj")
+    meta = {"format": OBJECT_FORMAT, "format_version": str(FORMAT_VERSION), "tree": json.dumps(tree)}
+    arrays = _little_endian(tensors)
+    try:
+        data = safetensors.numpy.save(arrays, metadata=meta)
+    except Exception as err:  # a dtype safetensors has no code for
+        raise CheckpointError(f"mg.save: cannot store {[f'{a.shape} {a.dtype}' for a in arrays.values()]}: "
+                              f"{err}") from None
+    if hasattr(f, "write"):
+        f.write(data)
+    else:
+        atomic_write(f, data)
+
+
+def load_object(f, map_location=None, pickle_module=None, *, weights_only: bool | None = None, mmap=None,
+                **pickle_load_args):
+    """``mg.load(f)``, as ``torch.load``: what ``mg.save`` wrote, Tensors as Tensors, arrays as arrays.
+
+    ``map_location`` may name the CPU (``'cpu'``, a device, or a dict mapping
+    devices to ``'cpu'``); ``weights_only`` is accepted either way, as loading
+    never runs code.
+    """
+    _check_map_location(map_location)
+    if pickle_module is not None or pickle_load_args:
+        raise TypeError("mg.load: pickle_module and pickle arguments do not apply: minigrad files are "
+                        "safetensors, never pickles")
+    if hasattr(f, "read"):
+        data, where = f.read(), getattr(f, "name", "the file object")
+    else:
+        where = os.fspath(f)
+        with open(f, "rb") as file:
+            data = file.read()
+    if data[:2] == b"PK" or data[:1] == b"\x80":
+        raise CheckpointError(f"mg.load: {where} is a pickle (as torch.save writes), which minigrad never loads: "
+                              f"unpickling runs code. Save it from PyTorch as safetensors "
+                              f"(safetensors.torch.save_file(state_dict, path)) and read that with "
+                              f"mg.io.load_safetensors(path)")
+    try:
+        tensors = safetensors.numpy.load(data)
+        header = json.loads(data[8:8 + int.from_bytes(data[:8], "little")])
+        meta = header.get("__metadata__") or {}
+    except (safetensors.SafetensorError, ValueError, KeyError) as err:
+        raise CheckpointError(f"mg.load: {where} is not a readable safetensors file ({err}); it may be truncated "
+                              f"or corrupted") from None
+    if meta.get("format") == FORMAT:
+        raise CheckpointError(f"mg.load: {where} is a training checkpoint written by mg.io.save; read it with "
+                              f"mg.io.load(path, model, optimizer)")
+    if meta.get("format") != OBJECT_FORMAT:
+        raise CheckpointError(f"mg.load: {where} is a safetensors file but not one mg.save wrote; read its tensors "
+                              f"with mg.io.load_safetensors(path)")
+    if meta.get("format_version") != str(FORMAT_VERSION):
+        raise CheckpointError(f"mg.load: {where} has format version {meta.get('format_version')!r}; this minigrad "
+                              f"reads version {FORMAT_VERSION}")
+    try:
+        return _decode(json.loads(meta["tree"]), tensors, {})
+    except (KeyError, ValueError, TypeError, IndexError, RecursionError) as err:
+        raise CheckpointError(f"mg.load: {where}: damaged structure ({type(err).__name__}: {err})") from None
+
+
+def _check_map_location(map_location) -> None:
+    from .creation import check_device
+
+    if map_location is None:
+        return
+    if callable(map_location) and not isinstance(map_location, str):
+        raise TypeError("mg.load: map_location as a function is not supported; minigrad has only the CPU, so "
+                        "leave it out or pass map_location='cpu'")
+    targets = map_location.values() if isinstance(map_location, dict) else [map_location]
+    for target in targets:
+        check_device(str(target) if type(target).__name__ == "device" else target, "mg.load(map_location=)")
+
+
+def _encode(obj, tensors: dict, seen: dict, where: str):
+    """``obj`` as JSON data, its tensors and arrays moved to ``tensors`` (a tensor seen twice is stored once)."""
+    from .nn.module import Module
+    from .optim.optimizer import Optimizer
+    from .tensor import Tensor
+
+    if obj is None or isinstance(obj, bool | int | str):
+        return obj
+    if isinstance(obj, float):
+        return obj if np.isfinite(obj) else {"__float__": repr(obj)}
+    if isinstance(obj, Tensor | np.ndarray):
+        key = seen.get(id(obj))
+        if key is None:
+            key = seen[id(obj)] = f"t{len(tensors)}"
+            tensors[key] = obj.data if isinstance(obj, Tensor) else obj
+        if isinstance(obj, np.ndarray):
+            return {"__array__": key}
+        kind = "parameter" if type(obj).__name__ == "Parameter" else "tensor"
+        return {f"__{kind}__": key, "requires_grad": bool(obj.requires_grad)}
+    if isinstance(obj, np.generic):
+        return {"__scalar__": [obj.dtype.str, _encode(obj.item(), tensors, seen, where)]}
+    if isinstance(obj, list):
+        return [_encode(v, tensors, seen, f"{where}[{i}]") for i, v in enumerate(obj)]
+    if isinstance(obj, tuple):
+        return {"__tuple__": [_encode(v, tensors, seen, f"{where}[{i}]") for i, v in enumerate(obj)]}
+    if isinstance(obj, dict):
+        items = []
+        for k, v in obj.items():
+            if not (k is None or isinstance(k, bool | int | float | str)):
+                raise TypeError(f"mg.save: {where} has a key of type {type(k).__name__} ({k!r}); keys must be "
+                                f"strings, numbers, bools or None")
+            items.append([k, _encode(v, tensors, seen, f"{where}[{k!r}]")])
+        return {"__dict__": items}
+    if isinstance(obj, Module):
+        raise TypeError(f"mg.save: {where} is a whole {type(obj).__name__} module; save its weights: "
+                        f"mg.save(model.state_dict(), path), and later model.load_state_dict(mg.load(path))")
+    if isinstance(obj, Optimizer):
+        raise TypeError(f"mg.save: {where} is a whole {type(obj).__name__}; save optimizer.state_dict() and "
+                        f"restore it with optimizer.load_state_dict(mg.load(path))")
+    raise TypeError(f"mg.save: {where} is a {type(obj).__name__}, which a file cannot hold without pickle; "
+                    f"mg.save stores dicts, lists and tuples of tensors, arrays, numbers, strings, bools and None")
+
+
+def _decode(tree, tensors: dict, made: dict):
+    """The object ``_encode`` described (a tensor stored once and referenced twice comes back as one object)."""
+    from .nn.module import Parameter
+    from .tensor import Tensor
+
+    if tree is None or isinstance(tree, bool | int | float | str):
+        return tree
+    if isinstance(tree, list):
+        return [_decode(v, tensors, made) for v in tree]
+    if not isinstance(tree, dict) or len(tree) not in (1, 2):
+        raise ValueError(f"unexpected entry {str(tree)[:80]}")
+    if "__dict__" in tree:
+        return {(tuple(k) if isinstance(k, list) else k): _decode(v, tensors, made) for k, v in tree["__dict__"]}
+    if "__tuple__" in tree:
+        return tuple(_decode(v, tensors, made) for v in tree["__tuple__"])
+    if "__float__" in tree:
+        return float(tree["__float__"])
+    if "__scalar__" in tree:
+        dtype, value = tree["__scalar__"]
+        return np.dtype(dtype).type(_decode(value, tensors, made))
+    kinds = [k for k in ("__array__", "__tensor__", "__parameter__") if k in tree]
+    if not kinds:
+        raise ValueError(f"unexpected entry {str(tree)[:80]}")
+    kind, key = kinds[0], tree[kinds[0]]
+    if (kind, key) not in made:
+        array = tensors[key] if tensors[key].flags.writeable else tensors[key].copy()
+        if kind == "__array__":
+            made[kind, key] = array
+        elif kind == "__parameter__":
+            made[kind, key] = Parameter(array)
+        else:
+            made[kind, key] = Tensor(array, requires_grad=bool(tree.get("requires_grad", False)))
+    return made[kind, key]

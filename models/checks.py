@@ -120,14 +120,18 @@ def target_batch(targets, shape: tuple, vocab_size: int, who: str, name: str = "
 
 
 def target_loss(logits: Tensor, targets, who: str, name: str = "targets") -> Tensor:
-    """``F.cross_entropy(logits, targets)``: the mean over the positions that have a target (not -100).
+    """``F.cross_entropy`` of (B, T, V) logits, flattened to (B*T, V) rows (the classes on dim 1, as PyTorch),
+    against (B, T) targets: the mean over the positions that have a target (not -100).
 
     The targets are checked once per step, by the loss. When it refuses them,
     the error is the model's own: ``target_batch``'s, naming ``who`` and
     ``name`` (``GPT.forward: targets holds token id 70, outside [0, vocab_size=65)``).
     """
+    ids = targets.data if isinstance(targets, Tensor) else np.asarray(targets)
+    if ids.shape != logits.shape[:-1]:
+        target_batch(targets, logits.shape[:-1], logits.shape[-1], who, name)  # raises, naming the shape needed
     try:
-        return nn.functional.cross_entropy(logits, targets)
+        return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids.reshape(-1))
     except (TypeError, ValueError, IndexError):  # the loss's own words: cross_entropy, target, classes
         target_batch(targets, logits.shape[:-1], logits.shape[-1], who, name)  # raises when the targets are at fault
         raise

@@ -3,9 +3,10 @@
 | file | what it holds |
 |---|---|
 | ``module.py``      | Module, Parameter, Sequential, ModuleList, ModuleDict: registration, state_dict |
-| ``functional.py``  | stateless functions (``F``): activations, cross_entropy, norms, dropout, attention |
-| ``init.py``        | the default random generator (``manual_seed``) and in-place initialisers |
-| ``layers.py``      | Linear, Embedding, LayerNorm, RMSNorm, Dropout, activation modules |
+| ``functional.py``  | stateless functions (``F``): activations, norms, dropout, pad, attention; the losses |
+| ``losses.py``      | the losses, as functions (``F.cross_entropy``...) and modules (``nn.CrossEntropyLoss``...) |
+| ``init.py``        | the default random generator (``manual_seed``) and in-place initialisers (xavier, kaiming...) |
+| ``layers.py``      | Linear, Embedding, LayerNorm, RMSNorm, Dropout, Flatten, Unflatten, Identity, activations |
 | ``positional.py``  | sinusoidal encoding, learned position embedding, rotary embedding (RoPE) |
 | ``attention.py``   | MultiHeadAttention (self/cross, masks, GQA, RoPE) and KVCache |
 | ``feedforward.py`` | MLP and SwiGLU |
@@ -25,16 +26,40 @@ from .attention import KVCache, MultiHeadAttention
 from .feedforward import MLP, SwiGLU
 from .gradcheck_module import gradcheck_module
 from .init import manual_seed
-from .layers import GELU, Dropout, Embedding, Identity, LayerNorm, Linear, ReLU, RMSNorm, Sigmoid, SiLU, Tanh
+from .layers import (
+    GELU,
+    Dropout,
+    Embedding,
+    Flatten,
+    Identity,
+    LayerNorm,
+    Linear,
+    ReLU,
+    RMSNorm,
+    Sigmoid,
+    SiLU,
+    Tanh,
+    Unflatten,
+)
+from .losses import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from .module import IncompatibleKeys, Module, ModuleDict, ModuleList, Parameter, Sequential, StateDictError
 from .positional import LearnedPositionalEmbedding, RotaryEmbedding, SinusoidalPositionalEncoding, sinusoidal_encoding
 from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .transformer import TransformerBlock
 
 __all__ = [
+    "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "Flatten", "L1Loss", "MSELoss", "NLLLoss", "Unflatten",
     "GELU", "GRU", "LSTM", "MLP", "RNN", "Dropout", "Embedding", "GRUCell", "Identity", "IncompatibleKeys", "KVCache",
     "LSTMCell", "LayerNorm", "LearnedPositionalEmbedding", "Linear", "Module", "ModuleDict", "ModuleList",
     "MultiHeadAttention", "Parameter", "RMSNorm", "RNNCell", "ReLU", "RotaryEmbedding", "Sequential", "SiLU",
     "Sigmoid", "SinusoidalPositionalEncoding", "StateDictError", "SwiGLU", "Tanh", "TransformerBlock",
     "checks", "functional", "gradcheck_module", "init", "manual_seed", "sinusoidal_encoding", "utils",
 ]
+
+
+def __getattr__(name: str):
+    """A PyTorch name minigrad.nn lacks (``nn.Conv2d``) is an error that lists what it has."""
+    if name.startswith("__"):
+        raise AttributeError(f"module 'minigrad.nn' has no attribute {name!r}")
+    raise AttributeError(f"module 'minigrad.nn' has no attribute {name!r}: torch.nn.{name} is not in minigrad; "
+                         f"its layers and tools are {', '.join(sorted(n for n in __all__ if n[0].isupper()))}")

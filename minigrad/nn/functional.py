@@ -11,8 +11,6 @@ hold the two equal.
 Conventions that differ from PyTorch, on purpose:
 
 * normalisation (``layer_norm``, ``rms_norm``) is over the last axis only;
-* ``cross_entropy`` puts the classes on the *last* axis: logits (N, C) or
-  (B, T, C), as language models produce them (PyTorch wants (N, C, d1, ...));
 * ``scaled_dot_product_attention(is_causal=True)`` with fewer queries than keys
   treats the queries as the *last* positions (what decoding with a KV cache
   needs); PyTorch aligns them with the first.
@@ -26,9 +24,19 @@ import math
 import numpy as np
 
 from .. import fused
+from ..ops import OPS
+from ..registry import apply
 from ..tensor import Tensor
 from .checks import check_approximate, check_mask_broadcasts, check_probability, token_ids
 from .init import resolve_rng
+from .losses import (  # noqa: F401  (F.cross_entropy, F.mse_loss...: PyTorch's home for them)
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    cross_entropy,
+    l1_loss,
+    mse_loss,
+    nll_loss,
+)
 
 
 def _array(x) -> np.ndarray:
@@ -103,40 +111,6 @@ def one_hot(tensor, num_classes: int = -1) -> Tensor:
     if ids.size and (ids.min() < 0 or ids.max() >= n):
         raise ValueError(f"one_hot: class ids must be in [0, {n}), got min {ids.min()}, max {ids.max()}")
     return Tensor._wrap((ids[..., None] == np.arange(n)).astype(np.int64))
-
-
-# --------------------------------------------------------------------------------------
-# Losses
-# --------------------------------------------------------------------------------------
-
-
-def cross_entropy(input: Tensor, target, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
-    """Softmax cross-entropy of logits (N, C) or (B, T, C) against integer targets (N,) or (B, T).
-
-    ``mean`` averages over the targets that are not ``ignore_index`` (0 when all
-    are ignored); ``none`` returns one loss per target, 0 at ignored ones.
-    """
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', not {reduction!r}")
-    if input.ndim < 2 or input.dtype.kind != "f":
-        raise ValueError(f"cross_entropy: logits must be float with classes on the last axis, (N, C) or "
-                         f"(B, T, C); got shape {input.shape} {input.dtype}")
-    n_classes = input.shape[-1]
-
-    def check_target():  # the whole check of the targets, naming the argument, its dtype, shape and the bad id
-        token_ids(target, n_classes, "cross_entropy", "target", "classes", kind="class id", shape=input.shape[:-1],
-                  why=f"one per row of logits {input.shape}", ignore_index=ignore_index)
-
-    ids = _array(target)
-    if ids.dtype.kind not in "iu" or ids.shape != input.shape[:-1]:
-        check_target()  # raises
-    logits, flat = input.reshape(-1, n_classes), ids.reshape(-1)  # (N, C), (N,)
-    try:
-        loss = fused.cross_entropy(logits, flat, ignore_index=ignore_index, reduction=reduction)
-    except ValueError:  # the op checks the ids' range, the one check per step; say which id, in this call's terms
-        check_target()
-        raise
-    return loss.reshape(ids.shape) if reduction == "none" else loss
 
 
 # --------------------------------------------------------------------------------------
@@ -353,3 +327,83 @@ def flash_attention(query: Tensor, key: Tensor, value: Tensor, is_causal: bool =
     if grouped:
         out = out.reshape(out.shape[:-4] + (n_heads,) + out.shape[-2:])  # (..., Hq, Tq, Ev)
     return out
+
+
+# --------------------------------------------------------------------------------------
+# Padding
+# --------------------------------------------------------------------------------------
+
+
+def pad(input: Tensor, pad, mode: str = "constant", value: float | None = None) -> Tensor:
+    """Pad (or, with negative sizes, crop) the last dims, PyTorch's ``F.pad``.
+
+    ``pad`` lists (before, after) pairs starting from the *last* dim:
+    ``(left, right)`` pads the last dim, ``(left, right, top, bottom)`` the last
+    two. ``mode``: ``'constant'`` (fill with ``value``, default 0), ``'reflect'``
+    (mirror without repeating the edge), ``'replicate'`` (repeat the edge) or
+    ``'circular'`` (wrap around); the last three pad 1 to 3 dims of an input
+    with one or two leading (batch, channel) dims more, as PyTorch's.
+    """
+    sizes = [int(p) for p in pad]
+    if len(sizes) % 2:
+        raise ValueError(f"pad: the padding length must be divisible by 2 (before, after pairs), got {tuple(pad)}")
+    n_dims = len(sizes) // 2
+    if n_dims > input.ndim:
+        raise ValueError(f"pad: padding length {len(sizes)} too large for a {input.ndim}-D input (at most "
+                         f"{2 * input.ndim})")
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise NotImplementedError(f"pad: mode {mode!r}; use 'constant', 'reflect', 'replicate' or 'circular'")
+    if mode != "constant":
+        if value is not None and value != 0:
+            raise ValueError(f"pad: padding mode {mode!r} doesn't take in value argument")
+        if n_dims > 3 or input.ndim not in (n_dims + 1, n_dims + 2):
+            raise NotImplementedError(f"pad: mode {mode!r} pads 1 to 3 dims of an input with 1 or 2 more "
+                                      f"(batch, channels): pad {tuple(pad)} on a {input.ndim}-D input")
+    out = input
+    for k in range(n_dims):
+        dim, before, after = input.ndim - 1 - k, sizes[2 * k], sizes[2 * k + 1]
+        out = _pad_dim(out, dim, before, after, mode, 0.0 if value is None else value)
+    return out
+
+
+def _pad_dim(x: Tensor, dim: int, before: int, after: int, mode: str, value: float) -> Tensor:
+    """``x`` padded by ``before``/``after`` along ``dim``; negative sizes crop, as in PyTorch: ``'constant'`` and
+    ``'circular'`` crop first (and wrap the cropped tensor), ``'replicate'`` and ``'reflect'`` read each output
+    position from the whole input."""
+    lead = (slice(None),) * dim
+    if mode in ("constant", "circular") and (before < 0 or after < 0):
+        x = x[lead + (slice(max(-before, 0), x.shape[dim] - max(-after, 0)),)]
+        before, after = max(before, 0), max(after, 0)
+    if before == 0 and after == 0:
+        return x
+    n = x.shape[dim]
+    if mode == "constant":
+        parts = [np.full(x.shape[:dim] + (size,) + x.shape[dim + 1:], value, dtype=x.dtype)  # constants: no gradient
+                 for size in (before, after)]
+        return apply(OPS["concatenate"], parts[0], x, parts[1], axis=dim)
+    if mode == "reflect" and (before >= n or after >= n):
+        raise ValueError(f"pad: argument (before {before}, after {after}) should be less than the size "
+                         f"{n} of dim {dim} for reflect padding")
+    if mode == "circular" and (before > n or after > n):
+        raise ValueError(f"pad: padding (before {before}, after {after}) must be at most the size {n} of dim "
+                         f"{dim} for circular padding")
+    index = np.arange(-before, n + after)  # the source position of each output position
+    if mode == "replicate":
+        index = index.clip(0, n - 1)
+    elif mode == "reflect":
+        period = 2 * (n - 1) if n > 1 else 1
+        index = np.abs(index) % period
+        index = np.where(index >= n, period - index, index)
+    else:
+        index = index % n
+    return x[lead + (index,)]
+
+
+def __getattr__(name: str):
+    """A PyTorch function minigrad's ``F`` lacks (``F.conv2d``) is an error that lists what it has."""
+    if name.startswith("__"):
+        raise AttributeError(f"module 'minigrad.nn.functional' has no attribute {name!r}")
+    have = sorted(n for n, v in globals().items() if callable(v) and not n.startswith("_")
+                  and getattr(v, "__module__", "") in (__name__, "minigrad.nn.losses"))
+    raise AttributeError(f"module 'minigrad.nn.functional' has no attribute {name!r}: torch.nn.functional.{name} "
+                         f"is not in minigrad; it has {', '.join(have)}")

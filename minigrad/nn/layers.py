@@ -115,7 +115,10 @@ class Dropout(Module):
 
 
 class Identity(Module):
-    """Returns its input (a placeholder where a layer is optional)."""
+    """Returns its input (a placeholder where a layer is optional); any arguments are ignored, as PyTorch's."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
 
     def forward(self, x):
         return x
@@ -166,3 +169,42 @@ class Sigmoid(Module):
     def forward(self, x: Tensor) -> Tensor:
         check_input(self, x)
         return F.sigmoid(x)
+
+
+class Flatten(Module):
+    """Flatten dims ``start_dim`` .. ``end_dim`` into one: (N, C, H, W) -> (N, C*H*W) by default, as PyTorch's."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_input(self, x, dtype=False)
+        return x.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Split dim ``dim`` into ``unflattened_size``: ``Unflatten(1, (C, H, W))`` undoes ``Flatten()``."""
+
+    def __init__(self, dim: int, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_input(self, x, dtype=False)
+        if not -x.ndim <= self.dim < x.ndim:
+            raise IndexError(f"{layer_repr(self)}: dim {self.dim} is out of range for a {x.ndim}-D input "
+                             f"of shape {x.shape}")
+        dim = self.dim % x.ndim
+        known = math.prod(s for s in self.unflattened_size if s != -1)
+        if self.unflattened_size.count(-1) > 1 or (
+                x.shape[dim] % known if -1 in self.unflattened_size else known != x.shape[dim]):
+            raise ValueError(f"{layer_repr(self)}: unflattened_size {self.unflattened_size} does not multiply to "
+                             f"the size {x.shape[dim]} of dim {self.dim} (input shape {x.shape})")
+        return x.reshape(x.shape[:dim] + self.unflattened_size + x.shape[dim + 1:])
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

@@ -260,10 +260,13 @@ class Module:
         """Set evaluation mode (dropout off): same as ``train(False)``."""
         return self.train(False)
 
-    def zero_grad(self) -> None:
-        """Forget every parameter's gradient (``.grad = None``, as PyTorch does by default)."""
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Forget every parameter's gradient: ``.grad = None`` (PyTorch's default), or zeros if not ``set_to_none``."""
         for param in self.parameters():
-            param.grad = None
+            if set_to_none or param.grad is None:
+                param.grad = None
+            else:  # a fresh array: gradient arrays are treated as read-only
+                param.grad = Tensor._wrap(np.zeros_like(param.grad.data))
 
     def to(self, *args, dtype=None, device=None) -> Module:
         """Convert every parameter (and its gradient) and every floating buffer to the float ``dtype``, in place.

@@ -225,18 +225,7 @@ def _rms_norm(x, normalized_shape, weight=None, eps=None):
 
 
 def _cross_entropy(x, target, weight=None, **kwargs):
-    _only(kwargs, {"ignore_index", "reduction"}, label_smoothing=0.0, size_average=None, reduce=None)
-    if weight is not None:
-        raise Untranslatable("class weights")
-    if not isinstance(target, mg.Tensor) or target.dtype.kind not in "iu":
-        raise Untranslatable("probabilities as targets")
-    if x.ndim > 2:  # classes on axis 1 (PyTorch) -> the last axis (minigrad)
-        x = x.transpose((0, *range(2, x.ndim), 1))
-    elif x.ndim == 1:
-        x, target = x.reshape(1, -1), target.reshape(1)
-        out = F.cross_entropy(x, target, **kwargs)
-        return out.reshape(()) if kwargs.get("reduction") == "none" else out
-    return F.cross_entropy(x, target, **kwargs)
+    return F.cross_entropy(x, target, weight, **kwargs)  # PyTorch's layout and arguments, probabilities too
 
 
 def _embedding(weight, ids, **kwargs):
@@ -302,26 +291,11 @@ def _index_select(x, dim, index):
     return x[(slice(None),) * (dim % x.ndim) + (index.data,)]
 
 
-_ITS_OWN_CHECK = "an argument check of PyTorch's function (minigrad spells it with ops)"
-
-
 def _reflected(fn):
     def call(x, other):
         if not isinstance(x, mg.Tensor):
             raise Untranslatable("a number as the tensor (Tensor.__radd__(2, t))")
         return fn(x, other)
-    return call
-
-
-def _loss(term):
-    def call(x, target, reduction="mean", **kwargs):
-        _only(kwargs, set(), size_average=None, reduce=None, weight=None)
-        if reduction not in ("none", "mean", "sum"):
-            raise Untranslatable(_ITS_OWN_CHECK)
-        if x.shape != target.shape:
-            raise Untranslatable("input and target of different shapes (PyTorch broadcasts, with a warning)")
-        each = term(x - target)
-        return each if reduction == "none" else each.sum() if reduction == "sum" else each.mean()
     return call
 
 
@@ -391,7 +365,12 @@ MAPPED: dict[str, Entry] = {
     "unbind": Entry(_unbind), "select": Entry(_select), "index_select": Entry(_index_select),
     "nn.functional.softsign": Entry(lambda x: x / (1.0 + abs(x))),
     "nn.functional.tanhshrink": Entry(lambda x: x - x.tanh()),
-    "nn.functional.mse_loss": Entry(_loss(lambda d: d * d)), "nn.functional.l1_loss": Entry(_loss(abs)),
+    "nn.functional.mse_loss": Entry(F.mse_loss), "nn.functional.l1_loss": Entry(F.l1_loss),
+    "nn.functional.nll_loss": Entry(F.nll_loss), "nn.functional.binary_cross_entropy": Entry(F.binary_cross_entropy),
+    "nn.functional.binary_cross_entropy_with_logits": Entry(F.binary_cross_entropy_with_logits),
+    "nn.functional.pad.constant": Entry(F.pad), "nn.functional.pad.reflect": Entry(F.pad),
+    "nn.functional.pad.replicate": Entry(F.pad), "nn.functional.pad.replicate_negative": Entry(F.pad),
+    "nn.functional.pad.circular": Entry(F.pad),
 }
 
 

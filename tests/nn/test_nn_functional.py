@@ -89,9 +89,10 @@ def test_cross_entropy_matches_the_formula():
     np.testing.assert_allclose(F.cross_entropy(logits, targets, reduction="none").data, per_row, rtol=1e-12)
 
 
-def test_cross_entropy_takes_sequences_and_ignores_targets():
-    logits, targets = randn(2, 3, 5), np.array([[1, 2, -100], [4, -100, 0]])
-    flat = F.cross_entropy(logits.reshape(6, 5), targets.reshape(6))
+def test_cross_entropy_takes_classes_on_dim_1_and_ignores_targets():
+    logits, targets = randn(2, 5, 3), np.array([[1, 2, -100], [4, -100, 0]])  # (N, C, d1), (N, d1): PyTorch's layout
+    rows = logits.data.transpose(0, 2, 1).reshape(6, 5)
+    flat = F.cross_entropy(mg.Tensor(rows), targets.reshape(6))
     np.testing.assert_allclose(F.cross_entropy(logits, targets).item(), flat.item(), rtol=1e-12)
     per = F.cross_entropy(logits, targets, reduction="none")
     assert per.shape == (2, 3) and per.data[0, 2] == 0 and per.data[1, 1] == 0
@@ -100,11 +101,18 @@ def test_cross_entropy_takes_sequences_and_ignores_targets():
     assert all_ignored.item() == 0.0  # not NaN
 
 
+def test_cross_entropy_refuses_classes_on_the_last_axis_and_says_how_to_flatten():
+    logits = randn(2, 3, 5)  # (B, T, C): PyTorch would read C as a position and 3 as the classes
+    with pytest.raises(ValueError, match=r"expected target of shape \(2, 5\).*got \(2, 3\); the classes go on dim 1.*"
+                                         r"cross_entropy\(input.reshape\(-1, 5\), target.reshape\(-1\)\)"):
+        F.cross_entropy(logits, np.zeros((2, 3), dtype=np.int64))
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_cross_entropy_gradient(reduction):
     targets = np.array([[1, 2, -1], [4, 0, 0]])
     assert mg.gradcheck(lambda z: F.cross_entropy(z, targets, ignore_index=-1, reduction=reduction),
-                        randn(2, 3, 5, requires_grad=True))
+                        randn(2, 5, 3, requires_grad=True))
 
 
 def test_cross_entropy_is_stable_for_huge_logits():
@@ -116,18 +124,18 @@ def test_cross_entropy_is_stable_for_huge_logits():
 
 
 def test_cross_entropy_errors():
-    logits = randn(2, 3, 5)
+    logits = randn(2, 5, 3)
     with pytest.raises(IndexError, match=r"cross_entropy: target holds class id 5, outside \[0, classes=5\) "
                                          r"\(1 such id\(s\); target shape \(2, 3\).*use -100 for positions without"):
         F.cross_entropy(logits, np.array([[0, 1, 5], [0, 0, 0]]))
     with pytest.raises(IndexError, match="class id -2"):
         F.cross_entropy(logits, np.array([[0, 1, -2], [0, 0, 0]]))
-    with pytest.raises(ValueError, match=r"target must have shape \(2, 3\) \(one per row of logits \(2, 3, 5\)\), "
-                                         r"got \(6,\)"):
+    with pytest.raises(ValueError, match=r"expected target of shape \(2, 3\) for input \(2, 5, 3\) \(classes on "
+                                         r"dim 1\), got \(6,\)"):
         F.cross_entropy(logits, np.zeros(6, dtype=int))
     with pytest.raises(TypeError, match="cross_entropy: target must hold integer class ids"):
         F.cross_entropy(logits, np.zeros((2, 3)))
-    with pytest.raises(ValueError, match="reduction"):
+    with pytest.raises(ValueError, match="'avg' is not a valid value for reduction"):
         F.cross_entropy(logits, np.zeros((2, 3), dtype=int), reduction="avg")
 
 
@@ -328,7 +336,7 @@ def test_functional_matches_pytorch():
     np.testing.assert_allclose(F.layer_norm(x, (5,), w, b).data,
                                tF.layer_norm(T(x.data), (5,), T(w.data), T(b.data)).numpy(), rtol=1e-10)
     targets = np.array([1, 4, -100, 0, 2, 3])
-    np.testing.assert_allclose(F.cross_entropy(x, targets.reshape(2, 3)).item(),
+    np.testing.assert_allclose(F.cross_entropy(x.reshape(6, 5), targets).item(),
                                tF.cross_entropy(T(x.data.reshape(6, 5)), T(targets)).item(), rtol=1e-10)
     q, k, v = qkv()
     keep = np.random.default_rng(0).random((3, 4)) < 0.7
