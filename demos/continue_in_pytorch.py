@@ -297,6 +297,8 @@ def main(argv: list[str] | None = None):
             raise UsageError(f"--steps must be at least 1, got {args.steps}")
         if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
             raise UsageError(f"--lr must be a finite number > 0, got {args.lr}")
+        if args.sample_tokens < 0:
+            raise UsageError(f"--sample-tokens must be 0 (no sample) or more, got {args.sample_tokens}")
         return train(args.folder, args.steps, args.lr, args.out, args.sample_tokens)
     except (UsageError, TokenizerError) as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)

@@ -139,6 +139,10 @@ def test_train_outside_torchrun_and_a_missing_export_are_clear_errors(tmp_path, 
     with pytest.raises(SystemExit):
         continue_in_pytorch.main(["train", str(tmp_path)])
     assert "runs under torchrun" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        continue_in_pytorch.main(["train", str(tmp_path), "--sample-tokens", "-5"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "--sample-tokens must be 0 (no sample) or more, got -5" in err
 
 
 @pytest.mark.parametrize("option, named", [
