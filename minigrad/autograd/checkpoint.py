@@ -161,8 +161,9 @@ def _reachable_generators(root, kinds, limit: int = 10_000) -> list:
             stack += list(obj)
         elif isinstance(obj, dict):
             stack += list(obj.values())
-        elif hasattr(obj, "__dict__") and not callable(getattr(obj, "__get__", None)):
-            stack += list(vars(obj).values())  # an object's attributes (a module's submodules sit in _modules)
+        else:
+            with contextlib.suppress(TypeError):  # (an object without a __dict__ holds nothing to look at)
+                stack += list(vars(obj).values())  # an object's attributes (a module's submodules sit in _modules)
     return found
 
 
