@@ -139,31 +139,38 @@ def _generators(fn, args, kwargs, rngs) -> list:
     return list(found.values())
 
 
+_HOLD_NO_GENERATOR = (Tensor, np.ndarray, type, types.ModuleType, str, bytes, int, float, complex, type(None), bool)
+
+
 def _reachable_generators(root, kinds, limit: int = 10_000) -> list:
     """The generators held by what ``root`` reaches: a module's attributes and submodules (a layer's ``rng``),
     a bound method's object, a function's closure and the globals it names, a partial's arguments, containers."""
     found, seen, stack = [], set(), [root]
     while stack and len(seen) < limit:
         obj = stack.pop()
-        if id(obj) in seen or isinstance(obj, Tensor | np.ndarray | type | types.ModuleType | str | bytes):
+        if id(obj) in seen or type(obj) in _HOLD_NO_GENERATOR or isinstance(obj, _HOLD_NO_GENERATOR):
             continue
         seen.add(id(obj))
-        if isinstance(obj, kinds):
+        if type(obj) is dict:
+            stack += obj.values()
+        elif isinstance(obj, kinds):
             found.append(obj)
+        elif isinstance(obj, list | tuple | set | frozenset):
+            stack += obj
         elif isinstance(obj, types.MethodType):
             stack += [obj.__self__, obj.__func__]
         elif isinstance(obj, types.FunctionType):
-            stack += [c.cell_contents for c in obj.__closure__ or () if c.cell_contents is not None]
+            for cell in obj.__closure__ or ():
+                with contextlib.suppress(ValueError):  # (a cell not yet filled)
+                    stack.append(cell.cell_contents)
             stack += [obj.__globals__[n] for n in obj.__code__.co_names if n in obj.__globals__]
         elif isinstance(obj, functools.partial):
             stack += [obj.func, obj.args, obj.keywords]
-        elif isinstance(obj, list | tuple | set | frozenset):
-            stack += list(obj)
         elif isinstance(obj, dict):
-            stack += list(obj.values())
+            stack += obj.values()
         else:
             with contextlib.suppress(TypeError):  # (an object without a __dict__ holds nothing to look at)
-                stack += list(vars(obj).values())  # an object's attributes (a module's submodules sit in _modules)
+                stack += vars(obj).values()  # an object's attributes (a module's submodules sit in _modules)
     return found
 
 
