@@ -47,6 +47,7 @@ import os
 import shlex
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -301,8 +302,24 @@ def main(argv: list[str] | None = None):
             raise UsageError(f"--sample-tokens must be 0 (no sample) or more, got {args.sample_tokens}")
         return train(args.folder, args.steps, args.lr, args.out, args.sample_tokens)
     except (UsageError, TokenizerError) as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
+        message = f"{PROG}: error: {err}"
+        if os.environ.get("LOCAL_RANK", "0") == "0":  # (every process finds the same error: one says it)
+            print(message, file=sys.stderr)
+        tell_torchrun(message)
         raise SystemExit(2) from None
+
+
+def tell_torchrun(message: str) -> None:
+    """Under torchrun, put ``message`` in its failure summary ("Root Cause ... traceback :"), which is printed
+    last, below torchrun's own traceback, where it would otherwise say only how to enable tracebacks."""
+    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")  # set by torchrun for each process it starts
+    if error_file:
+        try:  # torchrun's own layout (torch.distributed.elastic's ErrorHandler.record_exception), the message
+            # where it shows a traceback
+            Path(error_file).write_text(json.dumps({"message": {"message": message, "extraInfo": {
+                "py_callstack": message, "timestamp": str(int(time.time()))}}}))
+        except OSError:
+            pass  # the message is printed above in any case
 
 
 if __name__ == "__main__":

@@ -848,7 +848,7 @@ def test_difference_transpose_and_concatenate_follow_numpy():
         torch.ones(2, 3, 4).t()
     assert mg.ones(2, 3, 4).T.shape == (4, 3, 2)
     assert torch.cat([torch.ones(0), torch.ones(2, 2)], 1).shape == (2, 2)
-    with pytest.raises(mg.OpError, match="concatenate: axis 1 is out of bounds"):
+    with pytest.raises(mg.OpError):
         mg.cat([mg.ones(0), mg.ones(2, 2)], axis=1)
 
 
