@@ -158,13 +158,21 @@ def _integers_fit(low: int, high: int, dtype: np.dtype, who: str) -> None:
                          f"(PyTorch refuses too); narrow the range or pass a wider dtype (mg.int64, the default)")
 
 
-def randint(*args, size=None, generator=None, rng=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+def randint(*args, size=None, generator=None, rng=None, dtype=None, device=None, requires_grad=False,
+            **bounds) -> Tensor:
     """Integers in [low, high) of shape ``size``: ``mg.randint(high, size)`` or ``mg.randint(low, high, size)``.
 
-    int64 unless ``dtype``: ``mg.randint(0, len(X), (32,), generator=g)`` picks a batch.
+    int64 unless ``dtype``: ``mg.randint(0, len(X), (32,), generator=g)`` picks a batch. PyTorch's keywords
+    name the bounds too: ``mg.randint(low=0, high=10, size=(3,))``.
     """
     if size is None and args and isinstance(args[-1], tuple | list):
         args, size = args[:-1], args[-1]
+    if bounds:
+        if set(bounds) - {"low", "high"} or "high" not in bounds or len(args) + len(bounds) > 2 or \
+                (args and "low" in bounds):
+            raise TypeError(f"randint: write mg.randint(high, size), mg.randint(low, high, size) or "
+                            f"mg.randint(low=..., high=..., size=...); got the arguments {args!r} and {bounds!r}")
+        args = (*args, *(bounds[k] for k in ("low", "high") if k in bounds))
     if size is None or len(args) not in (1, 2):
         raise TypeError(f"randint: write mg.randint(high, size) or mg.randint(low, high, size), size a tuple such "
                         f"as (32,); got the arguments {args!r} and size={size!r}")

@@ -50,6 +50,11 @@ def test_draws_that_fit_their_dtype_are_made():
     assert sorted(mg.randperm(256, dtype=mg.uint8).tolist()) == list(range(256))
     assert mg.rand(3, dtype=mg.float64).dtype == np.float64 and mg.randperm(0).shape == (0,)
     assert (mg.zeros(3).normal_(2.0, 0.0).numpy() == 2.0).all()  # std 0: the mean, as in PyTorch
+    g = mg.Generator().manual_seed(0)
+    by_keywords = mg.randint(low=5, high=9, size=(40,), generator=g).numpy()  # PyTorch's keywords
+    assert by_keywords.min() >= 5 and by_keywords.max() < 9 and mg.randint(high=2, size=(2, 3)).shape == (2, 3)
+    with pytest.raises(TypeError, match=r"randint: write .* or mg.randint\(low=..., high=..., size=...\)"):
+        mg.randint(10, size=(3,), low=2)  # low after high: PyTorch refuses it too
 
 
 def test_multinomial_of_huge_weights_and_of_no_rows():
@@ -72,7 +77,8 @@ def test_manual_seed_takes_pytorchs_seeds_a_negative_one_modulo_2_64():
 CALLS_AGAINST_TORCH = [c for c, _, _ in REFUSED if "OpError" not in c and "nn.init" not in c] + [
     "T.randint(0, 256, (3,), dtype=T.uint8)", "T.randint(0, 2, (3,), dtype=T.bool)", "T.randperm(256, dtype=T.uint8)",
     "T.zeros(3).normal_(0, 0)", "T.manual_seed(-1)", "T.manual_seed(2 ** 64 - 1)", "T.manual_seed(-2 ** 63)",
-    "T.multinomial(T.zeros(0, 3), 1)", "T.multinomial(T.tensor([1e308, 1e308], dtype=T.float64), 1)",
+    "T.multinomial(T.zeros(0, 3), 1)", "T.randint(low=0, high=10, size=(3,))", "T.randint(high=10, size=(3,))",
+    "T.randint(10, size=(3,), low=2)", "T.multinomial(T.tensor([1e308, 1e308], dtype=T.float64), 1)",
 ]
 
 
