@@ -58,10 +58,28 @@ def set_threads(say: bool = True, prog: str | None = None) -> runtime.ThreadChoi
     if say:
         count = "as the environment set" if choice.threads is None else f"{choice.threads}"
         print(f"threads: {count} ({choice.reason}; MINIGRAD_THREADS=N to choose)")
+        if compiles_this_run():
+            print("backend: numba compiles the [fast] backend's kernels on this first run (some seconds, in the "
+                  "first steps); they are cached for later runs")
         tuner = runtime.thread_tuner()
         if tuner is not None and tuner.say is None:
             tuner.say = say_when_the_count_changes(tuner)
     return choice
+
+
+def compiles_this_run() -> bool:
+    """Whether the [fast] backend is on and numba's cache holds none of its kernels yet (the first run)."""
+    if mg.backend()["backend"] != "numba":
+        return False
+    from numba.core.dispatcher import Dispatcher
+
+    from minigrad.kernels import numba_forms
+
+    try:  # each kernel's cache index lies in one folder: beside the source, or NUMBA_CACHE_DIR's, or the user's
+        folder = next(f for f in vars(numba_forms).values() if isinstance(f, Dispatcher))._cache.cache_path
+    except (StopIteration, AttributeError):  # (another numba's layout: say nothing rather than guess)
+        return False
+    return not any(Path(folder).glob("numba_forms.*.nbi"))
 
 
 def say_when_the_count_changes(tuner: runtime.ThreadTuner):

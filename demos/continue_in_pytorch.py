@@ -298,6 +298,8 @@ def main(argv: list[str] | None = None):
             raise UsageError(f"--steps must be at least 1, got {args.steps}")
         if args.lr is not None and not (math.isfinite(args.lr) and args.lr > 0):
             raise UsageError(f"--lr must be a finite number > 0, got {args.lr}")
+        if args.sample_tokens < 0:
+            raise UsageError(f"--sample-tokens must be 0 (no sample) or more, got {args.sample_tokens}")
         return train(args.folder, args.steps, args.lr, args.out, args.sample_tokens)
     except (UsageError, TokenizerError) as err:
         message = f"{PROG}: error: {err}"
@@ -312,8 +314,7 @@ def tell_torchrun(message: str) -> None:
     last, below torchrun's own traceback, where it would otherwise say only how to enable tracebacks."""
     error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")  # set by torchrun for each process it starts
     if error_file:
-        try:
-            # torchrun's own layout (torch.distributed.elastic's ErrorHandler.record_exception), the message
+        try:  # torchrun's own layout (torch.distributed.elastic's ErrorHandler.record_exception), the message
             # where it shows a traceback
             Path(error_file).write_text(json.dumps({"message": {"message": message, "extraInfo": {
                 "py_callstack": message, "timestamp": str(int(time.time()))}}}))

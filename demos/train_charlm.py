@@ -420,7 +420,10 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"validation: {metrics['final_val_bpb']:.2f} bits/byte ({metrics['final_val_bits_per_token']:.2f} "
               f"bits/token) at step {metrics['final_val_step']} (unigram baseline {run.unigram_bpb:.2f} bits/byte); "
               f"{run.seconds:.0f} s of training")
-    if stopped != "finished":
+    if stopped == "finished":
+        print(f"finished {run.step} steps; train on with: {python} -m demos.train_charlm --resume {folder} "
+              f"--steps {2 * run.step}")
+    else:
         if stopped == "diverged":
             print(f"the loss diverged at step {run.step + 1}; start again with a lower --lr")
         else:

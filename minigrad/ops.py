@@ -523,9 +523,11 @@ class round_to:
     nearest, ties to even; float32's range, 8 significant bits). ``"float16"``: IEEE half precision, 11
     significant bits, largest 65504, subnormals down to 2**-24, then 0 (NumPy's own cast). ``"float32"``
     and ``"float64"``: those formats (no change where x holds no more). float64 input is rounded to
-    float32 first, as PyTorch's ``x.to(torch.bfloat16)`` does. The gradient is rounded the same way: a
-    value held in a format has its gradient held in it too (PyTorch's gradient of a bfloat16 tensor is
-    bfloat16), which is how float16 gradients underflow. demos/precision_lesson.py shows what it does.
+    float32 first for bfloat16 and float16, as PyTorch's ``x.to(torch.bfloat16)`` / ``x.to(torch.float16)``
+    do (two roundings, which differ from one next to a tie: 1 + 2**-11 + 2**-40 gives 1.0). The gradient
+    is rounded the same way: a value held in a format has its gradient held in it too (PyTorch's gradient
+    of a bfloat16 tensor is bfloat16), which is how float16 gradients underflow. demos/precision_lesson.py
+    shows what it does.
     """
     samples = [sample((3, 4), fmt="float64")]  # gradcheck runs in float64; the roundings are tested apart
 
@@ -536,7 +538,7 @@ class round_to:
             out = np.where(np.isnan(x), x, bits.view(np.float32))  # (a NaN's bits could round into inf)
         elif fmt in ("float16", "float32", "float64"):
             with np.errstate(over="ignore"):  # beyond the format's largest value is inf, as in a real cast
-                out = x.astype(fmt)
+                out = (x.astype(np.float32) if fmt == "float16" else x).astype(fmt)
         else:
             raise ValueError(f"fmt must be 'bfloat16', 'float16', 'float32' or 'float64', got {fmt!r}")
         return out.astype(x.dtype, copy=False)

@@ -139,9 +139,19 @@ def _infer_config(tensors: dict, hf: dict, n_head: int | None, file: str) -> GPT
         raise ValueError(f"load_gpt2: activation_function={activation!r} is not supported (only {sorted(_GELU)})")
     vocab_size, d_model = tensors["wte.weight"].shape
     tied = "lm_head.weight" not in tensors or np.array_equal(tensors["lm_head.weight"], tensors["wte.weight"])
-    return GPTConfig(vocab_size=int(vocab_size), block_size=int(tensors["wpe.weight"].shape[0]),
-                     n_layer=len({name.split(".")[1] for name in tensors if name.startswith("h.")}),
-                     n_head=int(n_head), d_model=int(d_model), d_ff=int(tensors["h.0.mlp.c_fc.weight"].shape[1]),
+    sizes = dict(vocab_size=int(vocab_size), n_positions=int(tensors["wpe.weight"].shape[0]),
+                 n_layer=len({name.split(".")[1] for name in tensors if name.startswith("h.")}), n_embd=int(d_model),
+                 n_inner=int(tensors["h.0.mlp.c_fc.weight"].shape[1]))
+    differ = {key: (hf[key], size) for key, size in sizes.items() if hf.get(key) is not None and hf[key] != size}
+    if differ:  # the weights' shapes are the model; a config.json that says otherwise belongs to another one
+        raise ValueError(f"load_gpt2: the config.json beside {file} does not describe its weights: "
+                         + ", ".join(f"{key}={said!r} where the weights have {size}" for key, (said, size) in
+                                     differ.items()) + "; put that model's own config.json beside it")
+    if d_model % n_head:
+        raise ValueError(f"load_gpt2: n_head={n_head} does not divide the weights' width n_embd={d_model}; the "
+                         f"number of heads is wrong (from {'the config.json' if 'n_head' in hf else 'n_head='})")
+    return GPTConfig(vocab_size=sizes["vocab_size"], block_size=sizes["n_positions"], n_layer=sizes["n_layer"],
+                     n_head=int(n_head), d_model=int(d_model), d_ff=sizes["n_inner"],
                      gelu_approximate=_GELU[activation], norm_eps=float(hf.get("layer_norm_epsilon", 1e-5)),
                      dropout=0.0, bias=True, tie_weights=bool(tied))
 

@@ -91,13 +91,13 @@ def test_train_step_against_a_baseline_checkout(tmp_path):
     assert done.returncode == 2 and "is not a minigrad checkout" in done.stderr
 
 
-@pytest.mark.skipif(not HAS_TORCH, reason="torch not installed (pip install torch==2.13.0)")
 def test_train_step_plain_script_worker_is_compared_with_the_demos_step():
     out = run("benchmarks.train_step", "--quick", "--no-torch", "--plain")
     table_row(out, "models.GPT, plain script")
     assert re.search(r"minigrad\+plain / minigrad: [\d.]+x by median step, .* [\d.]+x median of paired", out)
 
 
+@pytest.mark.skipif(not HAS_TORCH, reason="torch not installed (pip install torch==2.13.0)")
 def test_train_step_against_torch():
     out = run("benchmarks.train_step", "--quick", "--ab-malloc")
     untuned = "(MINIGRAD_MALLOC_TUNE=0)"

@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 
-from ..dialect.random import Generator, manual_seed  # noqa: F401  (nn.manual_seed: PyTorch's home for it)
+from ..dialect.random import Generator, manual_seed, normal_check, uniform_check  # noqa: F401  (nn.manual_seed)
 from ..runtime import default_rng
 from ..tensor import Tensor
 from ..versions import bump
@@ -46,6 +46,8 @@ def resolve_rng(rng: np.random.Generator | None, seed: int | None = None, who: s
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, rng: np.random.Generator | None = None,
              generator=None) -> Tensor:
     """Fill ``tensor`` with draws from U(a, b) (``generator=``, PyTorch's name, is ``rng``)."""
+    _floating(tensor, "uniform_")
+    uniform_check(a, b, "nn.init.uniform_")
     return _fill(tensor, resolve_rng(rng if generator is None else generator).uniform(a, b, size=tensor.shape),
                  "uniform_")
 
@@ -53,6 +55,8 @@ def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, rng: np.random.Gene
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, rng: np.random.Generator | None = None,
             generator=None) -> Tensor:
     """Fill ``tensor`` with draws from N(mean, std**2) (``generator=``, PyTorch's name, is ``rng``)."""
+    _floating(tensor, "normal_")
+    normal_check(mean, std, "nn.init.normal_")
     draws = resolve_rng(rng if generator is None else generator).standard_normal(tensor.shape)
     return _fill(tensor, mean + std * draws, "normal_")
 
@@ -65,6 +69,13 @@ def zeros_(tensor: Tensor) -> Tensor:
 def ones_(tensor: Tensor) -> Tensor:
     """Fill ``tensor`` with ones."""
     return _fill(tensor, 1, "ones_")
+
+
+def _floating(tensor: Tensor, name: str) -> None:
+    """Refuse random reals into an integer or bool tensor: the cast would truncate them (PyTorch refuses)."""
+    if np.dtype(tensor.dtype).kind != "f":
+        raise TypeError(f"nn.init.{name}: draws real numbers, which a {tensor.dtype} tensor cannot hold (PyTorch "
+                        f"refuses too); initialise a floating tensor (mg.float32, mg.float64)")
 
 
 def _fill(tensor: Tensor, values, name: str) -> Tensor:

@@ -103,7 +103,13 @@ class LRScheduler:
         step = state_dict["last_step"]
         if not (isinstance(step, int) and not isinstance(step, bool) and step >= 0):
             problems.append(f"last_step: expected a whole number >= 0, got {step!r}")
-        return problems
+        return problems or self._schedule_problems(state_dict)
+
+    def _schedule_problems(self, state_dict: dict) -> list[str]:
+        """The rules a schedule's numbers keep (a subclass adds its constructor's): the base lrs are >= 0."""
+        if any(lr < 0 for lr in state_dict["base_lrs"]):
+            return [f"base_lrs: expected learning rates >= 0, got {state_dict['base_lrs']!r}"]
+        return []
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore ``state_dict()`` and set the optimizer's lrs to match (checked first: a mismatch changes nothing)."""
@@ -326,6 +332,16 @@ class WarmupCosineLR(LRScheduler):
             raise ValueError(f"WarmupCosineLR: min_lr_ratio must be in [0, 1], got {min_lr_ratio}")
         self.warmup_steps, self.total_steps, self.min_lr_ratio = warmup_steps, total_steps, min_lr_ratio
         super().__init__(optimizer, last_epoch)
+
+    def _schedule_problems(self, state_dict: dict) -> list[str]:
+        problems = super()._schedule_problems(state_dict)
+        warmup, total, ratio = state_dict["warmup_steps"], state_dict["total_steps"], state_dict["min_lr_ratio"]
+        if not (isinstance(warmup, int) and isinstance(total, int) and 0 <= warmup < total):
+            problems.append(f"warmup_steps, total_steps: expected whole numbers with 0 <= warmup_steps < total_steps, "
+                            f"got {warmup!r} and {total!r}")
+        if not 0.0 <= ratio <= 1.0:
+            problems.append(f"min_lr_ratio: expected a number in [0, 1], got {ratio!r}")
+        return problems
 
     def lr_factor(self, step: int) -> float:
         return warmup_cosine(step, self.warmup_steps, self.total_steps, self.min_lr_ratio)

@@ -153,3 +153,93 @@ def test_checkpoint_of_a_function_reading_a_computed_tensor():
     got = mg.grad(loss(lambda h: checkpoint(fn, h)), [x, W1], retain_graph=True)
     for a, b in zip(want, got):
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-13)
+
+
+def scaled_block(x, mask=None, scale=1.0):
+    out = block(x) * scale
+    return out if mask is None else out * mask
+
+
+def test_checkpoint_passes_none_and_keyword_arguments_on():
+    """checkpoint(layer, hidden, None) is the usual spelling of "no mask": None goes to fn as None, never a tensor."""
+    x = mg.tensor(rng.normal(size=(3, 4)), requires_grad=True)
+    mask = mg.tensor(rng.normal(size=(3, 4)), requires_grad=True)
+    for args, kwargs in [((x, None), {"scale": 3.0}), ((x,), {"mask": mask, "scale": 0.5}), ((x, mask, 2.0), {})]:
+        inputs = [x, W1, W2] + [mask] * any(a is mask for a in (*args, *kwargs.values()))
+        want = mg.grad((scaled_block(*args, **kwargs) ** 2).sum(), inputs)
+        y = checkpoint(scaled_block, *args, use_reentrant=False, **kwargs)
+        np.testing.assert_array_equal(y.numpy(), scaled_block(*args, **kwargs).numpy())
+        for a, b in zip(want, mg.grad((y ** 2).sum(), inputs)):
+            np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-13, atol=1e-14)
+    with pytest.raises(ValueError, match="use_reentrant=True fn takes no keyword arguments.*pass use_reentrant=False"):
+        checkpoint(scaled_block, x, scale=3.0, use_reentrant=True)
+
+
+def test_checkpoint_of_a_computed_tensor_also_used_outside_backpropagates_once():
+    """A tensor computed before the segment (h = W * 2) is an input of the node: backward() computes through it."""
+    x = mg.tensor(rng.normal(size=(3, 4)), requires_grad=True)
+    grads = []
+    for segment in (lambda f, a: f(a), lambda f, a: checkpoint(f, a)):  # plainly, then checkpointed
+        W1.grad = x.grad = None
+        h = W1 * 2.0
+        y = segment(lambda a, h=h: (a @ h).tanh(), x)
+        (y.sum() + (h * h).sum()).backward()
+        grads.append((x.grad.numpy().copy(), W1.grad.numpy().copy()))
+    W1.grad = x.grad = None
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(b, a, rtol=1e-13)
+
+
+def _plain_and_checkpointed_grads(layer, x, g, seed=5):
+    """Gradients of layer(x) run plainly and checkpointed, each from the same state of g and the default one."""
+    results = []
+    for run in (layer, lambda a: checkpoint(layer, a)):
+        mg.manual_seed(seed)
+        start = np.random.default_rng(seed).bit_generator.state
+        g.bit_generator.state = start
+        y = run(x)
+        results.append(mg.grad((y * y).sum(), [x, *layer.parameters()]))
+    return results
+
+
+def test_checkpoint_replays_a_layers_own_generator_without_rngs():
+    """nn.TransformerBlock(..., dropout=0.2, rng=g): the generator the layer owns is found and replayed."""
+    g = np.random.default_rng(0)
+    layer = nn.TransformerBlock(8, 2, 16, dropout=0.2, rng=g).to(np.float64)
+    x = mg.tensor(rng.normal(size=(2, 5, 8)), requires_grad=True)
+    plain, kept = _plain_and_checkpointed_grads(layer, x, g)
+    for a, b in zip(plain, kept):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-10, atol=1e-12)
+    # as a bound method, in a closure, in a partial, and as an argument: found as well
+    import functools
+    for fn, args in [(layer.forward, (x,)), (lambda a: layer(a), (x,)), (functools.partial(layer), (x,)),
+                     (lambda m, a: m(a), (layer, x))]:
+        for state in (np.random.default_rng(3).bit_generator.state,):
+            g.bit_generator.state = state
+            y = checkpoint(fn, *args)
+            g.bit_generator.state = state
+            want = mg.grad((layer(x) ** 2).sum(), [x])[0]
+            got = mg.grad((y ** 2).sum(), [x])[0]
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10, atol=1e-12)
+
+
+class _ReadsAHiddenGenerator:
+    """Draws from a generator its method reads from this file's globals: out of checkpoint's sight."""
+
+    def __call__(self, x):
+        return F.dropout(x * 1.0, 0.5, True, _HIDDEN)
+
+
+_HIDDEN = np.random.default_rng(7)
+
+
+def test_checkpoint_refuses_a_recomputation_with_another_mask():
+    x = mg.tensor(rng.normal(size=(40, 4)), requires_grad=True)
+    y = checkpoint(_ReadsAHiddenGenerator(), x)
+    with pytest.raises(RuntimeError, match=r"another output when run again in backward.*rngs=\[g\]"):
+        mg.grad(y.sum(), [x])
+    state = _HIDDEN.bit_generator.state
+    y = checkpoint(_ReadsAHiddenGenerator(), x, rngs=[mg.Generator().manual_seed(0), _HIDDEN])
+    (g,) = mg.grad(y.sum(), [x])
+    _HIDDEN.bit_generator.state = state
+    np.testing.assert_array_equal(g.numpy() != 0, _ReadsAHiddenGenerator()(x).numpy() != 0)  # the forward's mask

@@ -459,6 +459,11 @@ def test_io_load_checks_a_damaged_rng_state_before_loading(tmp_path):
     ({"base_lrs": ["0.1"]}, "base_lrs: expected a list of 1 (finite numbers)"),
     ({"min_lr_ratio": None}, "min_lr_ratio: expected a finite number"),
     ({"total_steps": True}, "total_steps: expected a finite number"),
+    # the right kinds, but numbers the schedule cannot run with (warmup == total divides by zero at that step)
+    ({"warmup_steps": 10}, "expected whole numbers with 0 <= warmup_steps < total_steps, got 10 and 10"),
+    ({"warmup_steps": 2.5}, "got 2.5 and 10"),
+    ({"min_lr_ratio": 2.0}, "min_lr_ratio: expected a number in [0, 1], got 2.0"),
+    ({"base_lrs": [-0.1]}, "base_lrs: expected learning rates >= 0, got [-0.1]"),
 ])
 def test_a_scheduler_state_with_values_of_the_wrong_kind_is_a_checkpoint_error(tmp_path, state, message):
     """Right keys, wrong values: refused by name before anything is loaded, not a TypeError steps later."""

@@ -69,3 +69,25 @@ def test_round_to_names_the_formats_it_knows():
     with pytest.raises(mg.OpError, match="round_to: fmt must be 'bfloat16', 'float16'"):
         mg.tensor([1.0]).round_to("fp8")
     assert mg.tensor(np.float64(1 / 3)).round_to("float32").item() == float(np.float32(1 / 3))
+
+
+def test_round_to_rounds_float64_through_float32_as_pytorchs_cast():
+    # Next to a tie the two roundings differ from one: float32 drops the 2**-40 and leaves an exact tie
+    # between 1 and 1 + 2**-10 (float16) or 1 and 1 + 2**-7 (bfloat16), which goes to the even one, 1.
+    for fmt, x in (("float16", 1 + 2.0 ** -11 + 2.0 ** -40), ("bfloat16", 1 + 2.0 ** -8 + 2.0 ** -40)):
+        got = mg.tensor(np.array([x, -x])).round_to(fmt).numpy()
+        assert got.dtype == np.float64 and got.tolist() == [1.0, -1.0], fmt
+
+
+@pytest.mark.parametrize("fmt", ["bfloat16", "float16"])
+def test_round_to_float64_next_to_ties_equals_pytorchs_cast(fmt):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    kept = {"bfloat16": 8, "float16": 11}[fmt]  # significant bits
+    # values of the format, plus half an ulp (a tie in float32), nudged by a float64-only amount either way
+    base = np.ldexp(1.0 + rng.integers(0, 2 ** (kept - 1), 2000) / 2 ** (kept - 1), rng.integers(-10, 10, 2000))
+    half_ulp = np.ldexp(1.0, np.frexp(base)[1] - 1 - kept)
+    nudge = half_ulp * 2.0 ** -30 * rng.choice([-1.0, 1.0], 2000)
+    x = np.concatenate([base + half_ulp + nudge, -(base + half_ulp + nudge)])
+    want = torch.from_numpy(x).to(getattr(torch, fmt)).double().numpy()
+    assert np.array_equal(mg.tensor(x).round_to(fmt).numpy(), want)

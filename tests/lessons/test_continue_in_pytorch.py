@@ -139,6 +139,10 @@ def test_train_outside_torchrun_and_a_missing_export_are_clear_errors(tmp_path, 
     with pytest.raises(SystemExit):
         continue_in_pytorch.main(["train", str(tmp_path)])
     assert "runs under torchrun" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        continue_in_pytorch.main(["train", str(tmp_path), "--sample-tokens", "-5"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "--sample-tokens must be 0 (no sample) or more, got -5" in err
 
 
 @pytest.mark.parametrize("option, named", [
@@ -164,3 +168,18 @@ def test_save_gpt2_refuses_a_model_that_is_not_a_gpt(tmp_path):
 
     with pytest.raises(TypeError, match="expected a models.GPT, got RNNLM"):
         save_gpt2(RNNLM(RNNConfig(vocab_size=5, cell="lstm", d_model=4, hidden_size=4), seed=0), tmp_path / "x")
+
+
+def test_train_refused_under_torchrun_says_why_in_torchruns_summary(tmp_path):
+    """torchrun prints its own traceback after a process fails; the reason is in its summary ("Root Cause"), the
+    part printed last, and once above it, not once per process."""
+    pytest.importorskip("torch")
+    (tmp_path / "result").mkdir()
+    (tmp_path / "result" / "notes.txt").write_text("mine")
+    done = torchrun(tmp_path / "gpt2", tmp_path / "result", steps=500, lr=1e-3)
+    why = f"--out {tmp_path / 'result'} already holds files"
+    assert done.returncode != 0
+    above, summary = done.stderr.split("Traceback (most recent call last)", 1)[0], done.stderr.split("Root Cause")[1]
+    assert above.count(f"{continue_in_pytorch.PROG}: error: {why}") == 1
+    assert f"traceback : {continue_in_pytorch.PROG}: error: {why}" in summary
+    assert (tmp_path / "result").exists() and os.listdir(tmp_path / "result") == ["notes.txt"]

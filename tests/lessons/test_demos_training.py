@@ -206,6 +206,11 @@ def test_printed_summary_says_where_everything_is(text_file, tmp_path, capsys):
     for name in ("checkpoint.safetensors", "config.json", "tokenizer.json", "metrics.json", "samples.txt"):
         assert str(folder / name) in out
     assert f"{python_command()} -m demos.sample {folder}" in out
+    # a finished run says how to train on, and that command, as printed, does
+    command = f"{python_command()} -m demos.train_charlm --resume {folder} --steps 8"
+    assert f"finished 4 steps; train on with: {command}" in out
+    more = train_charlm.main(command.split(" -m demos.train_charlm ")[1].split() + ["--quiet"])
+    assert more["stopped"] == "finished" and more["step"] == 8
 
 
 def test_steps_alone_scales_the_default_warmup():

@@ -180,3 +180,19 @@ def test_a_damaged_config_json_is_a_load_gpt2_error_naming_the_file(tmp_path, te
     (tmp_path / "config.json").write_bytes(b"\xff\xfe")  # not UTF-8 either
     with pytest.raises(ValueError, match="is not a readable JSON file"):
         GPT.from_gpt2(tmp_path)
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"n_head": 3}, "n_head=3 does not divide the weights' width n_embd=32; the number of heads is wrong"),
+    ({"n_head": 4, "vocab_size": 5}, "does not describe its weights: vocab_size=5 where the weights have"),
+    ({"n_head": 4, "n_embd": 64, "n_layer": "2"}, "n_layer='2' where the weights have 2, n_embd=64 where"),
+    ({"n_head": 4, "n_positions": 4}, "n_positions=4 where the weights have 16"),
+])
+def test_a_config_json_of_another_model_is_a_load_gpt2_error(tmp_path, settings, message):
+    """A config.json whose sizes contradict the weights beside it belongs to another model: said, not ignored."""
+    minigrad_gpt2().save_gpt2(tmp_path / "model.safetensors")
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, **settings}))
+    with pytest.raises(ValueError, match="load_gpt2: ") as caught:
+        GPT.from_gpt2(tmp_path)
+    assert message in str(caught.value)
