@@ -416,7 +416,7 @@ def load_object(f, map_location=None, pickle_module=None, *, weights_only: bool 
 
 
 def _check_map_location(map_location) -> None:
-    from .creation import check_device
+    from .dialect.creation import check_device
 
     if map_location is None:
         return

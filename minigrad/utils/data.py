@@ -24,8 +24,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from ..dialect.random import numpy_rng
 from ..ops import OPS
-from ..random import numpy_rng
 from ..registry import apply
 from ..tensor import Tensor
 
