@@ -15,8 +15,9 @@ INSTEAD = {
 
 
 def table() -> str:
-    """The names above as a Markdown table (the README's list of what PyTorch has that minigrad does not)."""
-    rows = [f"| `x.{name}` | `{INSTEAD[name]}` |" for name in sorted(INSTEAD)]
+    """The names still refused, as a Markdown table: the README's list of what PyTorch has that minigrad lacks."""
+    rows = [f"| `x.{name}` | `{INSTEAD[name]}` |" for name in sorted(INSTEAD)
+            if isinstance(vars(Tensor).get(name), _Refused)]
     return "\n".join(["| PyTorch | minigrad |", "| --- | --- |", *rows])
 
 
