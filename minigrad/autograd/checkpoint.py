@@ -39,11 +39,10 @@ import contextlib
 
 import numpy as np
 
-from ..modes import enable_grad, is_grad_enabled, state
-from ..registry import Op
+from ..modes import enable_grad, is_grad_enabled
+from ..registry import Op, record
 from ..runtime import default_rng
 from ..tensor import Tensor
-from ..versions import writes
 from .backprop import grad, toposort
 
 
@@ -68,15 +67,9 @@ def checkpoint(fn, *inputs, preserve_rng_state: bool = True, rngs=()) -> Tensor:
     if not out.requires_grad:
         return out  # nothing it read requires grad
     params = _leaves_reached(out, stand_ins)
-    node = Tensor._wrap(out.data, True)
-    node._op = CHECKPOINT
-    node._inputs = (*tensors, *params)
-    node._params = dict(fn=fn, inputs=tuple(None if isinstance(x, Tensor) else x for x in inputs),
-                        generators=tuple(generators), states=states)
-    node._scope = state.scope
-    node._vjp_depth = state.vjp_depth
-    node._made_at = writes.count  # backward refuses the node if one of its inputs is written after this
-    return node
+    return record(Tensor._wrap(out.data), CHECKPOINT, (*tensors, *params),
+                  dict(fn=fn, inputs=tuple(None if isinstance(x, Tensor) else x for x in inputs),
+                       generators=tuple(generators), states=states))
 
 
 def _generators(rngs) -> list[np.random.Generator | None]:

@@ -2,23 +2,14 @@
 
 Three things a wrong gradient could otherwise come from, silently:
 
-* **the arguments** of ``backward`` and ``grad``, checked as PyTorch checks them,
-  before anything runs: outputs and inputs are Tensors (one, or a list), the
-  outputs require grad, and the weights of the outputs (``gradient=`` /
-  ``grad_outputs=``) come one per output.
-  A count that differs is an error: pairing the first few would drop the others'
-  gradients;
-* **the graph's tensors**, unchanged since the forward pass: a node whose input
-  was written in place after the op ran would have its VJP read the new values.
-  Every storage's version counter (``minigrad/versions.py``) says when it was
-  written last, and by what; backward refuses such a graph before it writes any
-  gradient, naming the op, the input and the writer;
-* **what a VJP returns**: writing an op, the usual mistakes are a VJP that forgets
-  the tuple comma, returns the wrong number of gradients or the wrong shape, or
-  calls NumPy on Tensors (``np.cos(x)``, where the table's ``x.cos()`` is meant).
-  Unchecked, each would surface later, inside whatever op trips over the result,
-  with no word of the VJP at fault. ``backprop.py`` calls these checks only when
-  its cheap test on the result fails, so a correct VJP pays almost nothing.
+* **the arguments** of ``backward`` and ``grad``, checked as PyTorch checks them:
+  Tensors (one, or a list), outputs that require grad, one ``gradient=`` per output;
+* **an array a VJP reads, written in place** after its op ran (a version counter
+  moved: ``versions.py``): refused before any gradient is written, naming the op,
+  the tensor and the writer;
+* **what a VJP returns**: one gradient per input (the tuple comma), of the input's
+  shape or one it broadcasts to, made with Tensor ops (not ``np.cos(x)``). Checked
+  only when backward's cheap test on the result fails, so a correct VJP pays nothing.
 """
 
 from __future__ import annotations
@@ -27,8 +18,11 @@ import linecache
 
 import numpy as np
 
+from ..modes import state
 from ..tensor import NumpyOnTensorError, Tensor
-from ..versions import writes
+from ..versions import version, writes
+from .anomaly import AnomalyError
+from .freed import inputs_of
 
 # --------------------------------------------------------------------------------------
 # The arguments of backward() and grad()
@@ -71,32 +65,49 @@ def check_roots(roots) -> None:
 
 
 # --------------------------------------------------------------------------------------
-# The graph's tensors: unchanged since the forward pass
+# The arrays each VJP reads: unchanged since the forward pass
 # --------------------------------------------------------------------------------------
 
 
 def check_unchanged(order, needed: set | None = None) -> None:
-    """Refuse the graph, before backward writes any gradient, if a node's tensors were written after the op ran.
+    """Refuse the graph, before backward writes any gradient, if an array a VJP reads was written after its op ran.
 
     ``order`` is the graph's tensors; ``needed``, for ``grad()``, the ids of the nodes
     it will run (None: all). A node made at the current clock of writes has nothing
     to check, which is every node unless something was written since the forward pass.
-    Its inputs are checked, and its output too (a VJP may read it: ``exp``'s does), which
-    a view of it made under ``no_grad`` could have changed.
+    What a VJP reads: the tensors its code reads the values of (``op.saves``, found by
+    ``registry._reads``: ``mul`` reads both inputs, ``add`` neither, ``exp`` its output),
+    and the arrays among its parameters (an index, a mask).
     """
     now = writes.count
     for t in order:
         if t._made_at < now and t._op is not None and (needed is None or id(t) in needed):
-            for i, x in enumerate((*t._inputs, t)):
-                version = x._counter
-                if version is not None and version.stamp > t._made_at:
-                    who = "its output" if x is t else f"input {x.name!r}" if x.name else f"input {i}"
+            nodes = (t, *inputs_of(t))
+            for role, array in (*_saved(t._op.saves, nodes), *_arrays("its parameter", t._params)):
+                counter = version(array)
+                if counter is not None and counter.stamp > t._made_at:
                     raise RuntimeError(
-                        f"backward: {who} (shape {x.shape} {x.dtype}) of op '{t._op.name}' was changed in place "
-                        f"by {version.by} after the op used it, so its gradient would be computed from the new "
-                        f"values; no gradient was written. Call backward() before changing the tensor (or any "
+                        f"backward: {role} (shape {array.shape} {array.dtype}) of op '{t._op.name}' was changed "
+                        f"in place by {counter.by} after the op used it, so its gradient would be computed from the "
+                        f"new values; no gradient was written. Call backward() before changing the tensor (or any "
                         f"view of it): forward, backward, then optimizer.step(); or recompute the forward pass "
                         f"after the change")
+
+
+def _saved(saves, nodes):
+    """(role, array) for each tensor of ``nodes`` = (out, *inputs) at the positions ``saves`` names."""
+    for s in saves:
+        for i, x in (enumerate(nodes[s], s.start) if type(s) is slice else ((s, nodes[s]),)):
+            yield ("its output" if i == 0 else f"input {x.name!r}" if x.name else f"input {i - 1}"), x._data
+
+
+def _arrays(role: str, value):
+    """(role, array) for each array in an op's parameters (an index ``(Ellipsis, idx)`` holds one in a tuple)."""
+    if isinstance(value, np.ndarray):
+        yield role, value
+    elif isinstance(value, dict | tuple):
+        for key, v in (value.items() if isinstance(value, dict) else enumerate(value)):
+            yield from _arrays(f"{role} {key!r}" if isinstance(value, dict) else role, v)
 
 
 # --------------------------------------------------------------------------------------
@@ -106,6 +117,32 @@ def check_unchanged(order, needed: set | None = None) -> None:
 
 class VJPError(RuntimeError):
     """An op's VJP broke its contract; the message names the op, the input and the shapes."""
+
+
+def call_vjp(t: Tensor, g: Tensor, inputs: tuple, anomaly: bool) -> tuple:
+    """``t``'s op's VJP on ``g``: one gradient per input, or an error naming the op.
+
+    Under ``detect_anomaly()`` the VJP runs with anomaly mode off (else each op inside
+    it would be checked as a forward, and blamed on the user's backward() line) and
+    its results are checked as a whole, blamed on the op and the line that made it.
+    """
+    if anomaly:
+        state.anomaly = False
+    try:
+        grads = t._op.vjp(g, t, *inputs, **t._params)
+    except Exception as err:
+        failure = vjp_failure(t, err)
+        if failure is err:
+            raise
+        raise failure from None
+    finally:
+        if anomaly:
+            state.anomaly = True
+    if type(grads) is not tuple or len(grads) != len(inputs):
+        grads = one_per_input(t, grads)
+    if anomaly:
+        check_backward(t, grads)
+    return grads
 
 
 def vjp_failure(t: Tensor, err: Exception) -> Exception:
@@ -182,3 +219,13 @@ def check_grad(t: Tensor, i: int, x: Tensor, gx) -> None:
         raise VJPError(f"backward: the VJP of op '{t._op.name}' returned a gradient of shape {gx.shape} for its "
                        f"input {i}, which has shape {x.shape}; a gradient must have its input's shape, or a shape "
                        f"that input broadcasts to (backward sums it back)")
+
+
+def check_backward(node, input_grads) -> None:
+    """Under ``detect_anomaly()``: a NaN or Inf in a gradient is an ``AnomalyError`` naming the op and its line."""
+    for i, g in enumerate(input_grads):
+        if g is not None and g.dtype.kind == "f" and not np.isfinite(g.data).all():
+            kind = "NaN" if np.isnan(g.data).any() else "Inf"
+            where = node._trace or "<not recorded: created outside detect_anomaly(), or by a backward pass>"
+            raise AnomalyError(f"detect_anomaly: the gradient of op '{node._op.name}' for its input {i} has {kind} "
+                               f"(inputs {_shapes(node._inputs)}); the op was created at {where}")
