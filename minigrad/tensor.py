@@ -276,7 +276,7 @@ class Tensor:
     def zero_grad(self) -> None:
         self.grad = None
 
-    # --- in-place updates, PyTorch's rules (inplace.py): `with mg.no_grad(): w -= lr * w.grad` trains --------
+    # --- in-place ops, PyTorch's rules (inplace.py): `with mg.no_grad(): w -= lr * w.grad`; `out += b` -------
 
     def __iadd__(self, other) -> Tensor:
         return _inplace.update(self, "+=", other)
@@ -291,20 +291,32 @@ class Tensor:
         return _inplace.update(self, "/=", other)
 
     def __setitem__(self, index, value) -> None:
-        """``x[index] = value`` in place, under ``no_grad()`` or on a tensor outside any graph (``inplace.py``)."""
+        """``x[index] = value`` in place; in the graph where a gradient is at stake, as PyTorch (``inplace.py``)."""
         _inplace.setitem(self, index, value)
 
     def zero_(self) -> Tensor:
         """Set every element to 0 in place (``x.grad.zero_()``); the same rules as ``-=`` (``inplace.py``)."""
         return _inplace.zero(self)
 
+    def fill_(self, value) -> Tensor:
+        """Set every element to ``value`` in place; the same rules as ``-=`` (``inplace.py``)."""
+        return _inplace.fill(self, value)
+
     def copy_(self, src) -> Tensor:
         """Write ``src``'s values into this tensor in place (broadcast, cast to its dtype); as in PyTorch.
 
-        Under ``no_grad()`` it writes through to the tensors sharing this storage:
+        It writes through to the tensors sharing this storage: under ``no_grad()``,
         ``model.state_dict()[k].copy_(w)`` loads ``w`` into the model (``inplace.py``).
         """
         return _inplace.copy(self, src)
+
+    def masked_fill_(self, mask, value) -> Tensor:
+        """Write ``value`` where the boolean ``mask`` is True, in place; the same rules as ``-=`` (``inplace.py``)."""
+        return _inplace.masked_fill(self, mask, value)
+
+    def clamp_(self, min=None, max=None) -> Tensor:  # noqa: A002  (PyTorch's names)
+        """Limit every element to [min, max] in place; the same rules as ``-=`` (``inplace.py``)."""
+        return _inplace.clamp(self, min, max)
 
     # --- PyTorch's spellings, where they mean the same thing -------------------------------
 

@@ -29,26 +29,34 @@ import numpy as np
 
 
 class _Writes:
-    """The process-wide clock: how many in-place writes the process has made (read by every recorded op)."""
+    """The process-wide clock: how many in-place writes the process has made (read by every recorded op).
 
-    __slots__ = ("count",)
+    ``graph``: whether an in-place op has been recorded in a graph yet (``out += b``).
+    """
+
+    __slots__ = ("count", "graph")
 
     def __init__(self):
         self.count = 0
+        self.graph = False
 
 
 writes = _Writes()
 
 
 class Version:
-    """One storage's counter: how often it was written in place, and when (``writes``) and by what last."""
+    """One storage's counter: how often it was written in place, and when (``writes``) and by what last.
 
-    __slots__ = ("count", "stamp", "by")
+    ``graph``: the last write was an op of the graph (``out += b``), not a plain write.
+    """
+
+    __slots__ = ("count", "stamp", "by", "graph")
 
     def __init__(self):
         self.count = 0
         self.stamp = 0
         self.by = ""
+        self.graph = False
 
 
 _counters: dict[int, Version] = {}  # id(owning array) -> its counter, while the array lives
@@ -66,7 +74,7 @@ def version(array: np.ndarray) -> Version | None:
     return _counters.get(id(owner(array)))
 
 
-def bump(t, by: str) -> None:
+def bump(t, by: str, graph: bool = False) -> None:
     """Record that ``t``'s storage (and so every view of it) was written in place by ``by``."""
     base = owner(t._data)
     counter = _counters.get(id(base))
@@ -77,6 +85,8 @@ def bump(t, by: str) -> None:
     counter.count += 1
     counter.stamp = writes.count
     counter.by = by
+    counter.graph = graph
+    writes.graph = writes.graph or graph
 
 
 def replace_storage(t, array, by: str) -> None:

@@ -15,6 +15,7 @@ Three things a wrong gradient could otherwise come from, silently:
 from __future__ import annotations
 
 import linecache
+import traceback
 
 import numpy as np
 
@@ -23,10 +24,6 @@ from ..tensor import NumpyOnTensorError, Tensor
 from ..versions import version, writes
 from .anomaly import AnomalyError
 from .freed import inputs_of
-
-# --------------------------------------------------------------------------------------
-# The arguments of backward() and grad()
-# --------------------------------------------------------------------------------------
 
 
 def tensors_given(who: str, what: str, given) -> list[Tensor]:
@@ -64,11 +61,6 @@ def check_roots(roots) -> None:
                                f"computed from has requires_grad=True, or it was computed under no_grad()")
 
 
-# --------------------------------------------------------------------------------------
-# The arrays each VJP reads: unchanged since the forward pass
-# --------------------------------------------------------------------------------------
-
-
 def check_unchanged(order, needed: set | None = None) -> None:
     """Refuse the graph, before backward writes any gradient, if an array a VJP reads was written after its op ran.
 
@@ -81,17 +73,23 @@ def check_unchanged(order, needed: set | None = None) -> None:
     """
     now = writes.count
     for t in order:
-        if t._made_at < now and t._op is not None and (needed is None or id(t) in needed):
-            nodes = (t, *inputs_of(t))
-            for role, array in (*_saved(t._op.saves, nodes), *_arrays("its parameter", t._params)):
-                counter = version(array)
-                if counter is not None and counter.stamp > t._made_at:
-                    raise RuntimeError(
-                        f"backward: {role} (shape {array.shape} {array.dtype}) of op '{t._op.name}' was changed "
-                        f"in place by {counter.by} after the op used it, so its gradient would be computed from the "
-                        f"new values; no gradient was written. Call backward() before changing the tensor (or any "
-                        f"view of it): forward, backward, then optimizer.step(); or recompute the forward pass "
-                        f"after the change")
+        if t._op is None or (needed is not None and id(t) not in needed) or (t._made_at == now and not writes.graph):
+            continue
+        nodes = (t, *inputs_of(t))
+        for i, x in enumerate(nodes[1:]):  # a view of a tensor an op in the graph wrote after the view was made
+            counter = version(x._data) if x._made_at < t._made_at and x._op and x._data is not t._data else None
+            if counter is not None and counter.graph and x._made_at < counter.stamp <= t._made_at:
+                raise RuntimeError(f"backward: input {i} of op '{t._op.name}' is a view (made by '{x._op.name}') of a "
+                                   f"tensor written in place by {counter.by} in the graph after the view was made; "
+                                   f"minigrad does not rebuild a view's graph: take the view after the write")
+        for role, array in (*_saved(t._op.saves, nodes), *_arrays("its parameter", t._params)):
+            counter = version(array)
+            if counter is not None and counter.stamp > t._made_at:
+                raise RuntimeError(
+                    f"backward: {role} (shape {array.shape} {array.dtype}) of op '{t._op.name}' was changed in "
+                    f"place by {counter.by} after the op used it, so its gradient would be computed from the new "
+                    f"values; no gradient was written. Call backward() before changing the tensor (or any view of "
+                    f"it): forward, backward, then optimizer.step(); or recompute the forward pass after the change")
 
 
 def _saved(saves, nodes):
@@ -110,11 +108,6 @@ def _arrays(role: str, value):
             yield from _arrays(f"{role} {key!r}" if isinstance(value, dict) else role, v)
 
 
-# --------------------------------------------------------------------------------------
-# What a VJP returns
-# --------------------------------------------------------------------------------------
-
-
 class VJPError(RuntimeError):
     """An op's VJP broke its contract; the message names the op, the input and the shapes."""
 
@@ -130,11 +123,15 @@ def call_vjp(t: Tensor, g: Tensor, inputs: tuple, anomaly: bool) -> tuple:
         state.anomaly = False
     try:
         grads = t._op.vjp(g, t, *inputs, **t._params)
+    except NumpyOnTensorError as err:
+        raise VJPError(f"backward: the VJP of op '{t._op.name}' called a NumPy function on a Tensor"
+                       f"{_vjp_line(t, err)}. A VJP may use only Tensor ops (the ops in the table), so that "
+                       f"backward is itself differentiable: for example x.cos(), after adding a 'cos' op if "
+                       f"the table has none (docs/adding_an_op.md shows how), not np.cos(x)") from None
     except Exception as err:
-        failure = vjp_failure(t, err)
-        if failure is err:
-            raise
-        raise failure from None
+        if hasattr(err, "add_note"):  # (Python 3.11+)
+            err.add_note(f"(raised by the VJP of op '{t._op.name}', in backward)")
+        raise
     finally:
         if anomaly:
             state.anomaly = True
@@ -145,34 +142,14 @@ def call_vjp(t: Tensor, g: Tensor, inputs: tuple, anomaly: bool) -> tuple:
     return grads
 
 
-def vjp_failure(t: Tensor, err: Exception) -> Exception:
-    """The error to raise for ``err``, raised by the VJP of ``t``'s op.
-
-    NumPy called on a Tensor becomes a VJPError saying to use table ops; any
-    other error is returned as it is, with a note naming the op (Python 3.11+).
-    """
-    if isinstance(err, NumpyOnTensorError):
-        return VJPError(f"backward: the VJP of op '{t._op.name}' called a NumPy function on a Tensor"
-                        f"{_vjp_line(t, err)}. A VJP may use only Tensor ops (the ops in the table), so that "
-                        f"backward is itself differentiable: for example x.cos(), after adding a 'cos' op if "
-                        f"the table has none (docs/adding_an_op.md shows how), not np.cos(x)")
-    if hasattr(err, "add_note"):
-        err.add_note(f"(raised by the VJP of op '{t._op.name}', in backward)")
-    return err
-
-
 def _vjp_line(t: Tensor, err: BaseException) -> str:
     """' (at file:line: source)' for the line of the VJP where ``err`` was raised, if it can be found."""
     code = getattr(t._op.vjp, "__code__", None)
-    tb, line = err.__traceback__, None
-    while tb is not None:
-        if tb.tb_frame.f_code is code:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    if line is None:
+    lines = [line for frame, line in traceback.walk_tb(err.__traceback__) if frame.f_code is code]
+    if not lines:
         return ""
-    source = linecache.getline(code.co_filename, line).strip()
-    return f" (at {code.co_filename}:{line}: {source})" if source else f" (at {code.co_filename}:{line})"
+    source = linecache.getline(code.co_filename, lines[-1]).strip()
+    return f" (at {code.co_filename}:{lines[-1]}" + (f": {source})" if source else ")")
 
 
 def _shapes(tensors) -> str:
