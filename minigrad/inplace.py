@@ -136,7 +136,8 @@ def _in_graph(t: Tensor, what: str, op_name: str, other, params: dict) -> Tensor
     old.requires_grad, old.name, old._before = t.requires_grad, t.name, t._before
     old._op, old._inputs, old._params, old._saved = t._op, t._inputs, t._params, t._saved
     old._scope, old._vjp_depth, old._made_at = t._scope, t._vjp_depth, t._made_at
-    first = old.clone() if 1 in op.saves else old  # the VJP reads the old values: a copy, as PyTorch saves
+    # An op whose VJP reads the old values (out *= w) gets a copy of them, as PyTorch saves the original.
+    first = old.clone() if _reads_first(op, (None, old, other)) else old
     new = apply(op, first, *([] if other is None else [old if other is t else other]), **params)
     if new.shape != t.shape:
         raise OpError(f"{what}: the result has shape {new.shape}, but an in-place op keeps the tensor's shape "
@@ -150,6 +151,15 @@ def _in_graph(t: Tensor, what: str, op_name: str, other, params: dict) -> Tensor
     record(t, new._op, new._inputs, new._params, new._saved)  # dated after the write: it reads the new values
     t._before = old
     return t
+
+
+def _reads_first(op, nodes) -> bool:
+    """Whether ``op``'s VJP reads its first input (``op.saves``), given what requires grad among ``nodes``."""
+    for s in op.saves:
+        s, by = s if type(s) is tuple else (s, ())
+        if (s == 1 or type(s) is slice) and (not by or any(getattr(nodes[p], "requires_grad", False) for p in by)):
+            return True
+    return False
 
 
 def _viewed(t: Tensor) -> Tensor | None:

@@ -138,6 +138,7 @@ class sub:
 class mul:
     """a * b, with broadcasting."""
     samples = _BROADCAST
+    saves = {"a": ("b",), "b": ("a",)}  # a is read for b's gradient only (x * 2 saves no x), as in PyTorch
 
     def forward(a, b):
         return a * b
@@ -644,6 +645,7 @@ class matmul:
     """a @ b with NumPy's rules: batched and broadcast over leading axes, 1-D cases included."""
     samples = [sample((3, 4), (4, 5)), sample((2, 3, 4), (4, 5)), sample((2, 1, 3, 4), (3, 4, 2)),
                sample((4,), (4, 5)), sample((3, 4), (4,)), sample((4,), (4,)), sample((2, 3, 4), (4,))]
+    saves = {"a": ("b",), "b": ("a",)}  # a is read for b's gradient only, as in PyTorch
 
     def forward(a, b):
         if a.ndim == 0 or b.ndim == 0:

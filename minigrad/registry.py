@@ -84,7 +84,7 @@ class Op:
     saves: tuple | None = None  # what the VJP reads: positions in (out, *inputs) (found in its code: _reads)
 
     def __post_init__(self):
-        if self.saves is None or isinstance(self.saves[0] if self.saves else 0, str):
+        if self.saves is None or isinstance(self.saves, dict) or isinstance(self.saves[0] if self.saves else 0, str):
             self.saves = _reads(self.vjp, self.saves)
 
     def __call__(self, *inputs, **params):
@@ -106,12 +106,17 @@ def _reads(vjp, names=None) -> tuple:
     reads only for its shape, ndim or dtype (``sum``'s input), or not at all
     (``add``'s), is not saved, and may be written in place before backward.
     ``names``: the block's own ``saves = ("x", ...)``, instead of reading the
-    code. A var-positional input (``*xs``) that is read is one ``slice``: all of them.
+    code; a dict says which gradients read each (``mul``'s). A var-positional input
+    (``*xs``) that is read is one ``slice``: all of them.
     """
-    code = vjp.__code__
+    code = getattr(vjp, "__code__", None)
+    if code is None:  # (a VJP that is not a plain function: taken to read everything)
+        return (slice(0, None),)
     params = list(code.co_varnames[1:code.co_argcount])  # (out, *inputs) after g
     if code.co_flags & inspect.CO_VARARGS:
         params.append(code.co_varnames[code.co_argcount + code.co_kwonlyargcount])
+    if isinstance(names, dict):  # {"a": ("b",)}: a is read only for b's gradient, so only when b requires grad
+        return tuple((params.index(name), tuple(map(params.index, by))) for name, by in names.items())
     if names is None:
         names = set(code.co_cellvars)  # a tensor a nested function reads: taken as read
         instructions = list(dis.get_instructions(code)) + [None]

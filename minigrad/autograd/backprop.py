@@ -128,9 +128,11 @@ def _hand_out(t: Tensor, g: Tensor, found: dict, targets, owned: _OwnedGrads, cr
         if replaced is not None:
             g = replaced if isinstance(replaced, Tensor) else Tensor._wrap(np.asarray(replaced))
             if g.shape != t.shape:
-                raise RuntimeError(f"backward: the hook {getattr(hook, '__qualname__', hook)!r} on a tensor of "
-                                   f"shape {t.shape} {t.dtype} returned a gradient of shape {g.shape}; a hook "
-                                   f"must return None or a gradient of the tensor's own shape")
+                who = f"tensor {t.name!r}" if t.name else "a tensor"
+                made = "a leaf" if t._op is None else f"made by op '{t._op.name}'"
+                raise RuntimeError(f"backward: the hook {getattr(hook, '__qualname__', hook)!r} on {who} ({made}, "
+                                   f"shape {t.shape} {t.dtype}) returned a gradient of shape {g.shape}; a hook must "
+                                   f"return None or a gradient of the tensor's own shape")
             g = g if g.dtype == t.dtype else g.astype(t.dtype)
     if targets is not None:
         if id(t) in targets:

@@ -95,6 +95,9 @@ def check_unchanged(order, needed: set | None = None) -> None:
 def _saved(saves, nodes):
     """(role, array) for each tensor of ``nodes`` = (out, *inputs) at the positions ``saves`` names."""
     for s in saves:
+        s, needed_by = s if type(s) is tuple else (s, None)  # (mul's a: read only for b's gradient)
+        if needed_by and not any(nodes[p].requires_grad for p in needed_by):
+            continue
         for i, x in (enumerate(nodes[s], s.start) if type(s) is slice else ((s, nodes[s]),)):
             yield ("its output" if i == 0 else f"input {x.name!r}" if x.name else f"input {i - 1}"), x._data
 

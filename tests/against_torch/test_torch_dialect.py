@@ -418,7 +418,7 @@ UNSUPPORTED = [  # (code, the code its message must name, which then runs)
     ("mg.multinomial(mg.tensor([1.0, 2.0]), 3)", "replacement=True"),
     ("mg.cat([x, x], dim=0, axis=0)", "cat(..., dim=0)"),
     ("x.add_(1.0)", "x += v"),
-    ("x.masked_fill_(x > 0, 0.0)", "x = x.masked_fill(mask, v)"),
+    ("x.exp_()", "x = x.exp()"),
     ("x.new_zeros((2, 3))", "mg.zeros(shape, dtype=x.dtype)"),
     ("x.index_select(0, mg.tensor([1, 0]))", "x[idx] (dim 0)"),
     ("x.norm()", "(x ** 2).sum().sqrt()"),
@@ -431,7 +431,7 @@ RUNNABLE = {  # what the named code is run as, where it is a fragment of a line
     "cat(..., dim=0)": "mg.cat([x, x], dim=0)",
     "F.one_hot(x.long())": "F.one_hot(x.abs().long())",
     "x += v": "x += 1.0",
-    "x = x.masked_fill(mask, v)": "x.masked_fill(x > 0, 0.0)",
+    "x = x.exp()": "x.exp()",
     "mg.zeros(shape, dtype=x.dtype)": "mg.zeros((2, 3), dtype=x.dtype)",
     "x[idx] (dim 0)": "x[mg.tensor([1, 0])]",  # (x is the random input: its negatives have no class)
 }

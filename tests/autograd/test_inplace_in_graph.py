@@ -31,6 +31,14 @@ def add_saves_neither_input(lib, x, W):
     return y
 
 
+def a_product_with_a_constant_saves_the_constant_only(lib, x, W):
+    y = (x * 2.0).sum() + (lib.tensor(_X) @ W).sum() + (W * lib.tensor(3.0)).sum()
+    with lib.no_grad():
+        x += 1.0
+        W -= 1.0  # x @ W and W * 3 read W only for the constant's gradient: none
+    return y
+
+
 def shape_ops_read_only_the_shape(lib, x, W):
     y = (x.reshape(3, 2).transpose(0, 1) + 2.0).sum() + W.sum() + lib.cat([x, x]).sum() + x.mean()
     with lib.no_grad():
@@ -106,8 +114,9 @@ def a_computed_tensor_written_under_no_grad(lib, x, W):
     return y
 
 
-COMPUTED = [add_saves_neither_input, shape_ops_read_only_the_shape, an_output_saved_by_its_op_is_what_is_read,
-            out_plus_equals_bias, rows_written_one_by_one, a_tensor_used_before_and_after_its_in_place_op,
+COMPUTED = [add_saves_neither_input, a_product_with_a_constant_saves_the_constant_only,
+            shape_ops_read_only_the_shape, an_output_saved_by_its_op_is_what_is_read, out_plus_equals_bias,
+            rows_written_one_by_one, a_tensor_used_before_and_after_its_in_place_op,
             masked_fill_clamp_copy_zero_on_computed_tensors, a_slice_of_a_computed_tensor_written_in_place,
             a_running_total, a_computed_tensor_written_under_no_grad]
 
