@@ -124,9 +124,8 @@ def _in_graph(t: Tensor, what: str, op_name: str, other, params: dict) -> Tensor
         which = "a tensor" if base is None else f"a view (made by '{t._op.name}') of a tensor"
         raise RuntimeError(f"{what} on {which} that requires grad (shape {t.shape} {t.dtype}), outside "
                            f"no_grad(): a leaf, such as a parameter, whose change could not be differentiated "
-                           f"(PyTorch refuses it too). For an "
-                           f"update such as an optimizer step, do it under `with mg.no_grad():`; for a new value "
-                           f"in the graph write {_instead(what)} instead")
+                           f"(PyTorch refuses it too). For an update such as an optimizer step, do it under `with "
+                           f"mg.no_grad():`; for a new value in the graph write {_instead(what)} instead")
     if base is not None and t._op.name != "getitem":
         raise RuntimeError(f"{what} on a view made by '{t._op.name}' of a tensor in the graph: minigrad records an "
                            f"in-place op on a view only for x[index] views (written into the base as x[index] = "
@@ -139,9 +138,9 @@ def _in_graph(t: Tensor, what: str, op_name: str, other, params: dict) -> Tensor
     # An op whose VJP reads the old values (out *= w) gets a copy of them, as PyTorch saves the original.
     first = old.clone() if _reads_first(op, (None, old, other)) else old
     new = apply(op, first, *([] if other is None else [old if other is t else other]), **params)
-    if new.shape != t.shape:
-        raise OpError(f"{what}: the result has shape {new.shape}, but an in-place op keeps the tensor's shape "
-                      f"{t.shape}; write {_instead(what)} for a new tensor")
+    if new.shape != t.shape or not np.can_cast(new.dtype, t.dtype, casting="same_kind"):
+        raise OpError(f"{what}: the result has shape {new.shape} and dtype {new.dtype}, but an in-place op keeps "
+                      f"the tensor's shape {t.shape} and dtype {t.dtype}; write {_instead(what)} for a new tensor")
     if base is not None:  # a view x[index] of a tensor in the graph: written on the base, x[index] = new
         setitem(base, t._params["index"], new)
         new = apply(OPS["getitem"], base, index=t._params["index"])  # t is base[index] again, as its node says
