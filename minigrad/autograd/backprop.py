@@ -30,9 +30,8 @@ from .freed import inputs_of as _inputs_of
 def toposort(roots, constants: bool = False, inputs_of=None) -> list[Tensor]:
     """The graph's tensors, each after all of its inputs (iterative depth-first search).
 
-    Backward needs only the tensors that require grad; ``constants=True`` also
-    lists inputs that do not (data, masks). ``inputs_of(node)`` says what to visit
-    before a node (``viz`` walks freed nodes' records so).
+    Only those that require grad, unless ``constants``; ``inputs_of(node)``, when given,
+    says what to visit before a node (``viz`` walks freed nodes' records so).
     """
     order, visited, every = [], set(), constants or inputs_of is not None
     walk = inputs_of or _inputs_of  # (the nodes' inputs as they were when each op ran: freed.py)
@@ -64,12 +63,8 @@ def _sum_to(g: Tensor, shape: tuple) -> Tensor:
 
 
 def _fit(t: Tensor, i: int, x: Tensor, gx) -> Tensor:
-    """The gradient ``gx`` that ``t``'s VJP sent to its input ``x`` (number ``i``), made to fit ``x``.
-
-    Summed back from a broadcast shape, and cast to the input's dtype (PyTorch's rule:
-    a float32 weight met by float64 data gets a float32 gradient). A VJP result that
-    cannot fit is a ``VJPError`` naming the op (``contract.check_grad``).
-    """
+    """The gradient ``gx`` that ``t``'s VJP sent to its input ``x`` (number ``i``), made to fit ``x``: summed
+    back from a broadcast shape, cast to ``x``'s dtype (PyTorch's rule), or a ``VJPError`` (``check_grad``)."""
     if type(gx) is not Tensor or gx._data.shape != x._data.shape:  # (broadcast, or a broken VJP)
         check_grad(t, i, x, gx)
         gx = _sum_to(gx, x._data.shape)
@@ -101,13 +96,9 @@ def _needed_for(targets, order) -> set[int]:
 
 
 class _OwnedGrads:
-    """Makes every gradient handed out (``.grad``, or ``grad()``'s results) own its memory.
-
-    A ``.grad`` is the caller's to change in place (``p.grad.zero_()``) without reaching
-    another tensor's gradient. A VJP can hand back a read-only broadcast view (sum's),
-    an array another leaf also gets (add's ``g``), or the caller's own gradient: those
-    are copied. Keyed by the id of the array that owns the memory.
-    """
+    """Makes every gradient handed out (``.grad``, or ``grad()``'s results) own its memory, so the caller may
+    change it in place: a read-only broadcast view (sum's VJP), an array another leaf also gets (add's ``g``)
+    or the caller's own gradient is copied. Keyed by the id of the array that owns the memory."""
 
     def __init__(self, root_grads, create_graph: bool):
         self.taken = {id(owner(g._data)) for g in root_grads}

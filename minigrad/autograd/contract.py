@@ -69,7 +69,9 @@ def check_unchanged(order, needed: set | None = None) -> None:
     to check, which is every node unless something was written since the forward pass.
     What a VJP reads: the tensors its code reads the values of (``op.saves``, found by
     ``registry._reads``: ``mul`` reads both inputs, ``add`` neither, ``exp`` its output),
-    and the arrays among its parameters (an index, a mask).
+    and the arrays among its parameters (an index, a mask). Once an in-place op has been
+    recorded (``inplace.py``), an input that is a view made before its base was written
+    so, and read after, is refused too: its node no longer says how its values were made.
     """
     now = writes.count
     for t in order:
@@ -82,7 +84,8 @@ def check_unchanged(order, needed: set | None = None) -> None:
                 raise RuntimeError(f"backward: input {i} of op '{t._op.name}' is a view (made by '{x._op.name}') of a "
                                    f"tensor written in place by {counter.by} in the graph after the view was made; "
                                    f"minigrad does not rebuild a view's graph: take the view after the write")
-        for role, array in (*_saved(t._op.saves, nodes), *_arrays("its parameter", t._params)):
+        read = [*_saved(t._op.saves, nodes), *_arrays("its parameter", t._params)] if t._made_at < now else ()
+        for role, array in read:  # what t's VJP reads, if anything was written since t was made
             counter = version(array)
             if counter is not None and counter.stamp > t._made_at:
                 raise RuntimeError(
