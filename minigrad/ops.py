@@ -144,6 +144,7 @@ class mul:
     """a * b, with broadcasting."""
     promotes = True
     samples = _BROADCAST
+    saves = {"a": ("b",), "b": ("a",)}  # a is read for b's gradient only (x * 2 saves no x), as in PyTorch
 
     def forward(a, b):
         return a * b
@@ -373,9 +374,9 @@ class relu:
         return np.maximum(x, 0)
 
     def vjp(g, out, x):
-        # Masked, not multiplied: an inf gradient where x <= 0 gives 0, not NaN. (x <= 0 rather than
-        # not x > 0: a NaN passes its gradient on, as in PyTorch.)
-        return (g.masked_fill(x.data <= 0, 0.0),)
+        # Masked, not multiplied: an inf gradient where x <= 0 gives 0, not NaN. (out <= 0 rather than
+        # not out > 0: a NaN passes its gradient on, as in PyTorch; out, not x, is what PyTorch saves.)
+        return (g.masked_fill(out.data <= 0, 0.0),)
 
 
 @op(method="abs")
@@ -819,6 +820,7 @@ class matmul:
     """a @ b with NumPy's rules: batched and broadcast over leading axes, 1-D cases included."""
     samples = [sample((3, 4), (4, 5)), sample((2, 3, 4), (4, 5)), sample((2, 1, 3, 4), (3, 4, 2)),
                sample((4,), (4, 5)), sample((3, 4), (4,)), sample((4,), (4,)), sample((2, 3, 4), (4,))]
+    saves = {"a": ("b",), "b": ("a",)}  # a is read for b's gradient only, as in PyTorch
 
     def forward(a, b):
         if a.ndim == 0 or b.ndim == 0:
@@ -884,7 +886,8 @@ class transpose:
         return x.transpose(axes)
 
     def vjp(g, out, x, *, axes=None):
-        inverse = None if axes is None else tuple(sorted(range(x.ndim), key=lambda i: axes[i] % x.ndim))
+        n = x.ndim  # (read once: x's values are not needed, so backward does not check them)
+        inverse = None if axes is None else tuple(sorted(range(n), key=lambda i: axes[i] % n))
         return (g.permute(inverse) if inverse is not None else g.transpose(),)
 
 
@@ -917,6 +920,27 @@ class getitem:
 
 
 @op()
+class setitem:
+    """x with ``value`` (broadcast) written at ``index``: ``x[index] = value``, ``copy_``, ``zero_`` in the graph.
+
+    The gradient of x is g with the written places zeroed (their old values are
+    gone); value's is g at those places. ``inplace.py`` writes the result into x.
+    """
+    samples = [sample((4, 5), (2, 5), index=(slice(1, 3),)), sample((4, 5), (), index=np.array([0, 3])),
+               sample((3, 4), (4,), index=...)]
+
+    def forward(x, value, *, index):
+        out = x.copy()
+        out[index] = value
+        return out
+
+    def vjp(g, out, x, value, *, index):
+        written = np.zeros(g.shape, dtype=bool)
+        written[index] = True
+        return g.masked_fill(written, 0.0), g[index]
+
+
+@op()
 class scatter_add:
     """A zero array of ``shape`` with g added at ``index`` (repeats accumulate): getitem's VJP."""
     samples = [sample((2, 5), index=(slice(1, 3),), shape=(4, 5)),
@@ -934,6 +958,7 @@ class concatenate:
     """Join tensors along an existing axis."""
     promotes = True
     samples = [sample((2, 3), (4, 3)), sample((2, 3), (2, 1), (2, 2), axis=1)]
+    saves = ()  # (the VJP reads the inputs' shapes only)
 
     def forward(*xs, axis=0):
         return np.concatenate(xs, axis=axis)
@@ -949,6 +974,7 @@ class stack:
     """Join same-shaped tensors along a new axis."""
     promotes = True
     samples = [sample((2, 3), (2, 3)), sample((2, 3), (2, 3), (2, 3), axis=-1)]
+    saves = ()  # (the VJP reads how many inputs there are only)
 
     def forward(*xs, axis=0):
         return np.stack(xs, axis=axis)

@@ -19,6 +19,7 @@ its inputs and parameters on the output. That record is the graph backward walks
 
 from __future__ import annotations
 
+import dis
 import inspect
 import types
 from collections.abc import Callable
@@ -28,7 +29,6 @@ import numpy as np
 
 from .modes import state as _state
 from .tensor import OpError, Tensor
-from .versions import share as _share
 from .versions import writes as _writes
 
 
@@ -82,6 +82,11 @@ class Op:
     origin: str = ""  # module and name of the block that defined it: running that block again replaces it
     block: type | None = None  # the block itself, so the bound methods can point at its source
     promotes: bool = False  # inputs of different dtypes are cast to PyTorch's result type first (``promoted``)
+    saves: tuple | None = None  # what the VJP reads: positions in (out, *inputs) (found in its code: _reads)
+
+    def __post_init__(self):
+        if self.saves is None or isinstance(self.saves, dict) or isinstance(self.saves[0] if self.saves else 0, str):
+            self.saves = _reads(self.vjp, self.saves)
 
     def __call__(self, *inputs, **params):
         return apply(self, *inputs, **params)
@@ -91,6 +96,51 @@ class Op:
 
 
 OPS: dict[str, Op] = {}
+
+_METADATA = {"shape", "ndim", "dtype", "size", "_saved"}  # read from a tensor, these are not its values
+
+
+def _reads(vjp, names=None) -> tuple:
+    """The positions in ``(out, *inputs)`` of the tensors ``vjp`` reads the values of: what backward checks.
+
+    As PyTorch saves for backward only what the formula needs, a tensor the VJP
+    reads only for its shape, ndim or dtype (``sum``'s input), or not at all
+    (``add``'s), is not saved, and may be written in place before backward.
+    ``names``: the block's own ``saves = ("x", ...)``, instead of reading the
+    code; a dict says which gradients read each (``mul``'s). A var-positional input
+    (``*xs``) that is read is one ``slice``: all of them.
+    """
+    code = getattr(vjp, "__code__", None)
+    if code is None:  # (a VJP that is not a plain function: taken to read everything)
+        return (slice(0, None),)
+    params = list(code.co_varnames[1:code.co_argcount])  # (out, *inputs) after g
+    if code.co_flags & inspect.CO_VARARGS:
+        params.append(code.co_varnames[code.co_argcount + code.co_kwonlyargcount])
+    if isinstance(names, dict):  # {"a": ("b",)}: a is read only for b's gradient, so only when b requires grad
+        return tuple((params.index(name), tuple(map(params.index, by))) for name, by in names.items())
+    if names is None:
+        names = set(code.co_cellvars)  # a tensor a nested function reads: taken as read
+        instructions = list(dis.get_instructions(code)) + [None]
+        for ins, after in zip(instructions, instructions[1:]):
+            if ins.opname.startswith("LOAD_FAST") or ins.opname == "LOAD_DEREF":
+                loaded = ins.argval if isinstance(ins.argval, tuple) else (ins.argval,)
+                if len(loaded) > 1 or after is None or after.opname != "LOAD_ATTR" or after.argval not in _METADATA:
+                    names.update(loaded)
+    star = len(params) - 1 if code.co_flags & inspect.CO_VARARGS else None
+    return tuple(slice(i, None) if i == star else i for i, name in enumerate(params) if name in names)
+
+
+def record(out: Tensor, op, inputs: tuple, params: dict, saved=None) -> Tensor:
+    """Make ``out`` a node of the graph: the op that made it, its inputs and parameters, what its forward kept.
+
+    The one place a node is written: ``apply`` (every op), ``checkpoint``, in-place
+    ops in the graph (``inplace.py``). The clock of writes (``versions.py``) dates
+    the node, so backward can refuse it if an array its VJP reads is written later.
+    """
+    out.requires_grad = True
+    out._op, out._inputs, out._params, out._saved = op, inputs, params, saved
+    out._scope, out._vjp_depth, out._made_at = _state.scope, _state.vjp_depth, _writes.count
+    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -229,22 +279,9 @@ def apply(op, *inputs, **params) -> Tensor:
             if t.requires_grad:
                 needs_grad = True
                 break
-    result = Tensor._wrap(out, needs_grad)
-    # A NumPy view of an input (a slice, reshape, .T; or the input's array itself) is one storage with it,
-    # so it takes the input's version counter: a write to either is seen through both (versions.py).
-    if out.base is not None or (arrays and out is arrays[0]):
-        for x, array in zip(tensors, arrays):
-            if array is out or array is out.base or (array.base is not None and array.base is out.base):
-                _share(result, x)
-                break
+    result = Tensor._wrap(out)
     if needs_grad:
-        result._op = op
-        result._inputs = tensors
-        result._params = params
-        result._saved = saved
-        result._scope = _state.scope
-        result._vjp_depth = _state.vjp_depth
-        result._made_at = _writes.count  # backward refuses the node if one of its tensors is written after this
+        record(result, op, tensors, params, saved)
     if _state.anomaly:  # detect_anomaly(): remember the user's line, check the output for NaN/Inf
         from .autograd.anomaly import check_forward, user_frame  # (autograd is built on this file)
 
@@ -291,7 +328,8 @@ def op(method: str | None = None, operator: str | None = None):
                                  f"Pick another method= / operator= for this op")
         new = Op(name, block.forward, block.vjp, list(getattr(block, "samples", [])),
                  inspect.cleandoc(block.__doc__ or ""), method, operator,
-                 getattr(block, "composite", None), origin, block, getattr(block, "promotes", False))
+                 getattr(block, "composite", None), origin, block, getattr(block, "promotes", False),
+                 getattr(block, "saves", None))
         if previous is not None:
             _unbind(previous)  # the edited block may bind a different method, or none
         OPS[name] = new

@@ -56,7 +56,7 @@ class Tensor:
     """An n-dimensional array that records the ops applied to it, for reverse-mode autodiff."""
 
     __slots__ = ("_data", "grad", "requires_grad", "name", "_op", "_inputs", "_params", "_saved", "_scope",
-                 "_hooks", "_retains_grad", "_trace", "_record", "_vjp_depth", "_counter", "_made_at", "__weakref__")
+                 "_hooks", "_retains_grad", "_trace", "_record", "_vjp_depth", "_made_at", "_before", "__weakref__")
 
     def __init__(self, data, requires_grad: bool = False, dtype=None, name: str | None = None):
         self._data = _to_array(data, dtype)
@@ -72,8 +72,8 @@ class Tensor:
         self._trace = None
         self._record = None  # what viz still needs once backward frees this node (freed.FreedNode)
         self._vjp_depth = 0  # 0: made by the forward pass; n: by the VJPs of backward pass n (create_graph)
-        self._counter = None  # its storage's version counter, shared with its views (versions.py); made when needed
         self._made_at = 0  # a recorded op's output: the clock of in-place writes when the op ran (versions.py)
+        self._before = None  # after an in-place op in the graph: a tensor holding the node it had before (inplace.py)
         self.requires_grad = False
         if requires_grad:
             self.requires_grad_(True)
@@ -100,8 +100,8 @@ class Tensor:
         t._trace = None
         t._record = None
         t._vjp_depth = 0
-        t._counter = None
         t._made_at = 0
+        t._before = None
         return t
 
     # --- the array, and its version counter (versions.py) ------------------------------------
@@ -123,7 +123,8 @@ class Tensor:
     @property
     def _version(self) -> int:
         """How many times this tensor's storage was written in place (PyTorch's ``t._version``)."""
-        return 0 if self._counter is None else self._counter.count
+        counter = _versions.version(self._data)
+        return 0 if counter is None else counter.count
 
     # --- array-like properties -----------------------------------------------------------
 
@@ -242,9 +243,7 @@ class Tensor:
 
     def detach(self) -> Tensor:
         """The same data (shared, not copied, with one version counter), cut off from the graph."""
-        t = Tensor._wrap(self._data)
-        _versions.share(t, self)
-        return t
+        return Tensor._wrap(self._data)
 
     def retain_grad(self) -> Tensor:
         """Keep ``.grad`` on this non-leaf tensor after backward (leaves always keep theirs)."""
@@ -277,7 +276,7 @@ class Tensor:
     def zero_grad(self) -> None:
         self.grad = None
 
-    # --- in-place updates, PyTorch's rules (inplace.py): `with mg.no_grad(): w -= lr * w.grad` trains --------
+    # --- in-place ops, PyTorch's rules (inplace.py): `with mg.no_grad(): w -= lr * w.grad`; `out += b` -------
 
     def __iadd__(self, other) -> Tensor:
         return _inplace.update(self, "+=", other)
@@ -292,20 +291,32 @@ class Tensor:
         return _inplace.update(self, "/=", other)
 
     def __setitem__(self, index, value) -> None:
-        """``x[index] = value`` in place, under ``no_grad()`` or on a tensor outside any graph (``inplace.py``)."""
+        """``x[index] = value`` in place; in the graph where a gradient is at stake, as PyTorch (``inplace.py``)."""
         _inplace.setitem(self, index, value)
 
     def zero_(self) -> Tensor:
         """Set every element to 0 in place (``x.grad.zero_()``); the same rules as ``-=`` (``inplace.py``)."""
         return _inplace.zero(self)
 
+    def fill_(self, value) -> Tensor:
+        """Set every element to ``value`` in place; the same rules as ``-=`` (``inplace.py``)."""
+        return _inplace.fill(self, value)
+
     def copy_(self, src) -> Tensor:
         """Write ``src``'s values into this tensor in place (broadcast, cast to its dtype); as in PyTorch.
 
-        Under ``no_grad()`` it writes through to the tensors sharing this storage:
+        It writes through to the tensors sharing this storage: under ``no_grad()``,
         ``model.state_dict()[k].copy_(w)`` loads ``w`` into the model (``inplace.py``).
         """
         return _inplace.copy(self, src)
+
+    def masked_fill_(self, mask, value) -> Tensor:
+        """Write ``value`` where the boolean ``mask`` is True, in place; the same rules as ``-=`` (``inplace.py``)."""
+        return _inplace.masked_fill(self, mask, value)
+
+    def clamp_(self, min=None, max=None) -> Tensor:  # noqa: A002  (PyTorch's names)
+        """Limit every element to [min, max] in place; the same rules as ``-=`` (``inplace.py``)."""
+        return _inplace.clamp(self, min, max)
 
     # --- PyTorch's spellings, where they mean the same thing -------------------------------
 

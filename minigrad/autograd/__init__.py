@@ -8,13 +8,14 @@ Read in this order:
 * ``functional.py``: ``vjp``, ``jvp``, ``linearize``, ``jacobian``, ``hessian``, ``hvp``: forward and
   reverse mode as functions.
 
-Beside them: ``contract.py`` (what backward checks: its arguments, that the graph's inputs were not
+Beside them: ``contract.py`` (what backward checks: its arguments, that no array a VJP reads was
 changed in place since the forward pass, and what each VJP returns, with errors that name the culprit),
-``anomaly.py`` (``detect_anomaly``), ``freed.py`` (what backward keeps of a node it frees, so
-the graph can still be drawn), ``checkpoint.py`` (``checkpoint``: keep a segment's inputs, recompute
-it in backward), ``function.py`` (``Function``: a forward and a backward written as a class, PyTorch's
-way of adding a differentiable function from outside the op table), ``memory.py`` (``graph_bytes``: what a
-recorded graph holds for backward).
+``freed.py`` (a node's inputs as its op read them, and what backward keeps of a node it frees, so the
+graph can still be drawn), ``anomaly.py`` (``detect_anomaly``), ``checkpoint.py`` (``checkpoint``: keep
+a segment's inputs, recompute it in backward), ``function.py`` (``Function``: a forward and a backward
+written as a class, PyTorch's way of adding a differentiable function from outside the op table),
+``memory.py`` (``graph_bytes``: what a recorded graph holds for backward). A node is written in one
+place, ``registry.record``.
 """
 
 from .anomaly import AnomalyError, detect_anomaly

@@ -1,8 +1,8 @@
 """Anomaly detection: find the op, and the line of the user's code, where a NaN or Inf first appeared.
 
 Inside ``with detect_anomaly():`` every op's output is checked as it is made
-(``check_forward``, called by ``tensor.apply``) and every gradient as backward
-makes it (``check_backward``, called by ``autograd``). Each op remembers the
+(``check_forward``, called by ``registry.apply``) and every gradient as backward
+makes it (``contract.check_backward``). Each op remembers the
 user's line that created it, so a bad gradient found during backward is still
 blamed on the forward line it belongs to.
 """
@@ -63,12 +63,3 @@ def check_forward(op, inputs, params, out) -> None:
         kind = "NaN" if np.isnan(data).any() else "Inf"
         raise AnomalyError(f"detect_anomaly: op '{op.name}' produced {kind} in its output "
                            f"(inputs {_shapes(inputs)}), at {out._trace}")
-
-
-def check_backward(node, input_grads) -> None:
-    for i, g in enumerate(input_grads):
-        if g is not None and g.dtype.kind == "f" and not np.isfinite(g.data).all():
-            kind = "NaN" if np.isnan(g.data).any() else "Inf"
-            where = node._trace or "<not recorded: created outside detect_anomaly(), or by a backward pass>"
-            raise AnomalyError(f"detect_anomaly: the gradient of op '{node._op.name}' for its input {i} has {kind} "
-                               f"(inputs {_shapes(node._inputs)}); the op was created at {where}")

@@ -1,37 +1,15 @@
 """Reverse-mode autodiff: walk the recorded graph backwards, calling each op's VJP.
 
-The whole algorithm, as in micrograd, is "sort the graph topologically, then
-visit it in reverse, passing each node's gradient on to its inputs". What is
-added here:
-
-* the sort is iterative, so a chain of 100,000 ops needs no recursion limit;
-* each node's gradient is summed back to its input's shape once, here, so VJPs
-  may return gradients in the broadcast shape;
-* gradients for leaves accumulate into ``.grad`` (as in PyTorch); ``grad()``
-  returns them instead and leaves ``.grad`` alone;
-* with ``create_graph=False`` the VJPs run under ``no_grad``: nothing is recorded
-  and the graph's saved tensors are dropped as soon as they have been used;
-  with ``create_graph=True`` they are recorded, so gradients can be
-  differentiated again, and every op a VJP records is tagged with the pass
-  that made it (``_vjp_depth``), so ``viz`` can draw the backward pass apart;
-* before any gradient is written, every node is checked for an input changed in
-  place since the forward pass (a version counter moved, ``contract.py``): that is
-  an error naming the op and the writer, never a gradient of the new values;
-* a freed node keeps a small record of its structure (``FreedNode``), without
-  its arrays, so ``viz`` can still draw the graph after ``backward()``;
-* what each VJP returns is checked where it is used: one gradient per input,
-  each a Tensor (or None) of the input's shape or one it broadcasts to (the
-  shape only for inputs that require grad: a constant's gradient is dropped); a VJP
-  that breaks this, or calls NumPy on Tensors, is a ``VJPError`` naming the op;
-* under ``detect_anomaly()`` (``anomaly.py``) every gradient is checked for
-  NaN/Inf, and the op and the user's line that made it are named.
-
-The loop itself is ``_backpropagate``, in eight numbered steps; the helpers above
-it keep the rarer cases (hooks, broadcast gradients, anomaly mode) out of its
-way. It runs once per node of every backward, so its common path is written
-inline, and reads a tensor's array as ``_data`` (``.data`` is a property, so that
-assigning to it counts as a write: ``versions.py``). ``backward`` and ``grad``, at
-the end, are its two public faces.
+As in micrograd: sort the graph topologically, then visit it in reverse, passing
+each node's gradient on to its inputs. Added here: the sort is iterative (a chain
+of 100,000 ops needs no recursion limit); gradients are summed back to their
+input's shape in one place (``_sum_to``); leaves accumulate into ``.grad`` while
+``grad()`` returns the gradients instead; without ``create_graph`` the VJPs run
+under ``no_grad`` and each node's arrays are dropped once its VJP has run
+(``freed.py`` keeps its structure, for ``viz``), with it they are recorded, so
+gradients can be differentiated again. What can go wrong is checked in
+``contract.py``. The loop is ``_backpropagate``, in seven numbered steps;
+``backward`` and ``grad`` are its two public faces.
 """
 
 from __future__ import annotations
@@ -40,57 +18,36 @@ import contextlib
 
 import numpy as np
 
-from .. import modes, runtime
+from .. import runtime
 from ..modes import set_grad_enabled, state
 from ..tensor import OpError, Tensor
-from .anomaly import check_backward
-from .contract import (
-    check_grad,
-    check_roots,
-    check_unchanged,
-    one_per_input,
-    one_per_output,
-    tensors_given,
-    vjp_failure,
-)
-from .freed import remember_inputs
-
-_FREED = ("backward: this graph was already freed by an earlier backward(). Call backward(retain_graph=True) "
-          "the first time if you need to backward through it again.")
+from ..versions import owner
+from .contract import call_vjp, check_grad, check_roots, check_unchanged, one_per_output, tensors_given
+from .freed import free, remember_inputs
+from .freed import inputs_of as _inputs_of
 
 
 def toposort(roots, constants: bool = False, inputs_of=None) -> list[Tensor]:
     """The graph's tensors, each after all of its inputs (iterative depth-first search).
 
-    Backward needs only the tensors that require grad; ``constants=True`` also
-    lists inputs that do not (data, masks). ``inputs_of(node)``, when given,
-    says what to visit before a node instead (``viz`` walks freed nodes' records so).
+    Only those that require grad, unless ``constants``; ``inputs_of(node)``, when given,
+    says what to visit before a node (``viz`` walks freed nodes' records so).
     """
-    order, visited = [], set()
-    mark = visited.add
+    order, visited, every = [], set(), constants or inputs_of is not None
+    walk = inputs_of or _inputs_of  # (the nodes' inputs as they were when each op ran: freed.py)
     for root in roots:
         stack = [(root, False)]
-        pop, push = stack.pop, stack.append
         while stack:
-            t, expanded = pop()
+            t, expanded = stack.pop()
             if expanded:
                 order.append(t)
-                continue
-            if id(t) in visited:
-                continue
-            mark(id(t))
-            push((t, True))
-            if inputs_of is not None:
-                inputs = inputs_of(t)
-            elif t._op is None:
-                continue
-            else:
-                inputs = t._inputs
-                if inputs is None:
-                    raise RuntimeError(_FREED)
-            for x in reversed(inputs):  # reversed, so the first input is visited (and listed) first
-                if (constants or inputs_of is not None or x.requires_grad) and id(x) not in visited:
-                    push((x, False))
+            elif id(t) not in visited:
+                visited.add(id(t))
+                stack.append((t, True))
+                if inputs_of is not None or t._op is not None:
+                    for x in reversed(walk(t)):  # reversed: the first input is visited (and listed) first
+                        if (every or x.requires_grad) and id(x) not in visited:
+                            stack.append((x, False))
     return order
 
 
@@ -105,12 +62,17 @@ def _sum_to(g: Tensor, shape: tuple) -> Tensor:
     return g.reshape(shape)
 
 
-def _owner(array: np.ndarray) -> np.ndarray:
-    """The array that owns ``array``'s memory (NumPy points a view's .base at its owner)."""
-    return array if array.base is None else array.base
+def _fit(t: Tensor, i: int, x: Tensor, gx) -> Tensor:
+    """The gradient ``gx`` that ``t``'s VJP sent to its input ``x`` (number ``i``), made to fit ``x``: summed
+    back from a broadcast shape, cast to ``x``'s dtype (PyTorch's rule), or a ``VJPError`` (``check_grad``)."""
+    if type(gx) is not Tensor or gx._data.shape != x._data.shape:  # (broadcast, or a broken VJP)
+        check_grad(t, i, x, gx)
+        gx = _sum_to(gx, x._data.shape)
+    return gx if gx._data.dtype == x._data.dtype else gx.astype(x.dtype)
 
 
 def _as_grad(gradient, t: Tensor) -> Tensor:
+    """The gradient backward starts from at output ``t``: ones for a scalar, else the one given."""
     if gradient is None:
         if t.data.size != 1:
             raise RuntimeError(f"backward: a gradient is needed for a non-scalar output (shape {t.shape}); "
@@ -128,112 +90,50 @@ def _needed_for(targets, order) -> set[int]:
     """The ids of the tensors on some path to a target: only their VJPs need to run for ``grad()``."""
     wanted = {id(t) for t in targets}
     for t in order:  # inputs come before the tensors made from them
-        if t._op is not None and any(id(x) in wanted for x in t._inputs):
+        if t._op is not None and any(id(x) in wanted for x in _inputs_of(t)):
             wanted.add(id(t))
     return wanted
 
 
 class _OwnedGrads:
-    """Makes every gradient handed out (``.grad``, or ``grad()``'s results) own its memory.
-
-    A ``.grad`` is the caller's to change in place (``p.grad.zero_()``, ``p.grad.data *= 0.5``)
-    without reaching any other tensor's gradient. A VJP can hand back a read-only
-    broadcast view (sum's), a view of an array another leaf also gets (add's g,
-    reshaped), or the caller's own gradient: those are copied. Keyed by the id
-    of the array that owns the memory (a view's ``.base``).
-    """
+    """Makes every gradient handed out (``.grad``, or ``grad()``'s results) own its memory, so the caller may
+    change it in place: a read-only broadcast view (sum's VJP), an array another leaf also gets (add's ``g``)
+    or the caller's own gradient is copied. Keyed by the id of the array that owns the memory."""
 
     def __init__(self, root_grads, create_graph: bool):
-        self.taken = {id(_owner(g.data)) for g in root_grads}
+        self.taken = {id(owner(g._data)) for g in root_grads}
         self.create_graph = create_graph
 
     def __call__(self, g: Tensor) -> Tensor:
-        if id(_owner(g.data)) in self.taken or not g.data.flags.writeable:
+        if id(owner(g._data)) in self.taken or not g._data.flags.writeable:
             # Under create_graph the copy must be recorded: astype to the same dtype copies.
-            g = g.astype(g.dtype) if self.create_graph else Tensor._wrap(g.data.copy())
-        self.taken.add(id(_owner(g.data)))
+            g = g.astype(g.dtype) if self.create_graph else Tensor._wrap(g._data.copy())
+        self.taken.add(id(owner(g._data)))
         return g
 
 
-def _run_hooks(t: Tensor, g: Tensor) -> Tensor:
-    """Pass ``g`` through ``t``'s hooks in order; a hook that returns something replaces it.
-
-    A replacement must have ``t``'s shape (else an error naming the hook and the tensor), and
-    is cast to ``t``'s dtype: a gradient always has its tensor's dtype and shape.
-    """
-    for hook in list(t._hooks):
+def _hand_out(t: Tensor, g: Tensor, found: dict, targets, owned: _OwnedGrads, create_graph: bool) -> Tensor:
+    """``t``'s whole gradient ``g``: through its hooks, then to ``grad()``'s results or into ``t.grad``."""
+    for hook in list(t._hooks or ()):  # a hook that returns something replaces g (with t's shape and dtype)
         replaced = hook(g)
-        if replaced is None:
-            continue
-        g = replaced if isinstance(replaced, Tensor) else Tensor._wrap(np.asarray(replaced))
-        if g.shape != t.shape:
-            who = f"tensor {t.name!r}" if t.name else "a tensor"
-            made = "a leaf" if t._op is None else f"made by op '{t._op.name}'"
-            raise RuntimeError(f"backward: the hook {getattr(hook, '__qualname__', hook)!r} on {who} ({made}, "
-                               f"shape {t.shape} {t.dtype}) returned a gradient of shape {g.shape}; a hook must "
-                               f"return None or a gradient of the tensor's own shape")
-        if g.dtype != t.dtype:
-            g = g.astype(t.dtype)
+        if replaced is not None:
+            g = replaced if isinstance(replaced, Tensor) else Tensor._wrap(np.asarray(replaced))
+            if g.shape != t.shape:
+                who = f"tensor {t.name!r}" if t.name else "a tensor"
+                made = "a leaf" if t._op is None else f"made by op '{t._op.name}'"
+                raise RuntimeError(f"backward: the hook {getattr(hook, '__qualname__', hook)!r} on {who} ({made}, "
+                                   f"shape {t.shape} {t.dtype}) returned a gradient of shape {g.shape}; a hook must "
+                                   f"return None or a gradient of the tensor's own shape")
+            g = g if g.dtype == t.dtype else g.astype(t.dtype)
+    if targets is not None:
+        if id(t) in targets:
+            found[id(t)] = owned(g)
+    elif t._op is None or t._retains_grad:  # a leaf, or a retain_grad() tensor: add into .grad, as PyTorch does
+        if t.grad is None:
+            t.grad = owned(g)
+        else:
+            t.grad = t.grad + g if create_graph else Tensor._wrap(t.grad._data + g._data)
     return g
-
-
-def _accumulate(t: Tensor, g: Tensor, owned: _OwnedGrads, create_graph: bool) -> None:
-    """Add ``g`` into ``t.grad`` (a leaf's, or a retain_grad() tensor's), as PyTorch does."""
-    if t.grad is None:
-        t.grad = owned(g)
-    elif create_graph:
-        t.grad = t.grad + g
-    else:
-        t.grad = Tensor._wrap(t.grad.data + g.data)
-
-
-def _call_vjp_under_anomaly(t: Tensor, g: Tensor) -> tuple:
-    """``t``'s op's VJP under detect_anomaly: its results checked as a whole and blamed on the op.
-
-    Left on, anomaly mode would check each op inside the VJP as a forward, and
-    report (say) a 'div' at the user's backward() line instead of sqrt's
-    gradient at sqrt's line. (The loop calls the VJP itself otherwise.)
-    """
-    state.anomaly = False
-    try:
-        input_grads = t._op.vjp(g, t, *t._inputs, **t._params)
-    except Exception as err:
-        failure = vjp_failure(t, err)
-        if failure is err:
-            raise
-        raise failure from None
-    finally:
-        state.anomaly = True
-    if type(input_grads) is not tuple or len(input_grads) != len(t._inputs):
-        input_grads = one_per_input(t, input_grads)
-    check_backward(t, input_grads)
-    return input_grads
-
-
-def _fit(t: Tensor, i: int, x: Tensor, gx) -> Tensor:
-    """The gradient ``gx`` that ``t``'s VJP sent to its input ``x`` (number ``i``), made to fit ``x``.
-
-    Summed back from a broadcast shape, and cast to the input's dtype (a gradient has
-    its tensor's dtype, PyTorch's rule: a float32 weight met by float64 data gets a
-    float32 gradient, not one that would upcast it at the update). A VJP result that
-    cannot fit is a ``VJPError`` naming the op.
-    """
-    if type(gx) is not Tensor or gx.data.shape != x.data.shape:  # (broadcast, or a broken VJP)
-        check_grad(t, i, x, gx)
-        gx = _sum_to(gx, x.data.shape)
-    if gx.data.dtype != x.data.dtype:
-        gx = gx.astype(x.dtype)
-    return gx
-
-
-def _not_run(t: Tensor, retain_graph: bool) -> None:
-    """A node whose VJP backward does not run (no gradient reached it, or ``grad()`` needs nothing behind it).
-
-    Unless the graph is retained, its record keeps its inputs, so a graph drawn after
-    backward still shows the branch once the tensors themselves are gone.
-    """
-    if t._op is not None and not retain_graph:
-        remember_inputs(t)
 
 
 def _backpropagate(roots, root_grads, retain_graph: bool, create_graph: bool, targets=None) -> dict[int, Tensor]:
@@ -244,68 +144,38 @@ def _backpropagate(roots, root_grads, retain_graph: bool, create_graph: bool, ta
     """
     check_roots(roots)
     order = toposort(roots)  # 1. every tensor after the tensors it was computed from
-    pending: dict[int, Tensor] = {}  # 2. id(tensor) -> the gradient summed into it so far
+    needed = None if targets is None else _needed_for(targets, order)  # grad(): only paths to the targets
+    check_unchanged(order, needed)  # 2. an array a VJP reads, written in place since: refused, nothing written
+    pending: dict[int, Tensor] = {}  # 3. id(tensor) -> the gradient summed into it so far
     for r, g in zip(roots, root_grads):
         pending[id(r)] = pending[id(r)] + g if id(r) in pending else g
-    needed = None if targets is None else _needed_for(targets, order)  # grad(): only paths to the targets
-    check_unchanged(order, needed)  # an input written in place since the forward pass: refused, nothing written
-    target_ids = set() if targets is None else {id(t) for t in targets}
+    targets = None if targets is None else {id(t) for t in targets}
     found: dict[int, Tensor] = {}
-    owned = _OwnedGrads(root_grads, create_graph)
-
-    anomaly = state.anomaly  # (read once: a thread-local's attribute is slow to read per node)
-    pop = pending.pop
-    with set_grad_enabled(create_graph), _restoring_vjp_depth():  # 3. record the VJPs only for create_graph
-        for t in reversed(order):  # 4. outputs first: when t comes up, every use of t has sent its gradient
-            g = pop(id(t), None)
-            op = t._op
-            if g is None:
-                if op is not None and not retain_graph:
-                    remember_inputs(t)  # no gradient reached t: its record still draws its branch
+    owned, anomaly = _OwnedGrads(root_grads, create_graph), state.anomaly
+    with set_grad_enabled(create_graph), _restoring_vjp_depth():  # 4. record the VJPs only for create_graph
+        for t in reversed(order):  # 5. outputs first: when t comes up, every use of t has sent its gradient
+            g = pending.pop(id(t), None)
+            if g is not None and (t._hooks or t._op is None or t._retains_grad or targets is not None):
+                g = _hand_out(t, g, found, targets, owned, create_graph)  # hooks, then .grad or grad()'s result
+            if g is None or t._op is None or (needed is not None and id(t) not in needed):
+                if t._op is not None and not retain_graph:
+                    remember_inputs(t)  # no VJP to run here: t's record still draws its branch
                 continue
             if create_graph:
                 state.vjp_depth = t._vjp_depth + 1  # the ops recorded now are t's VJP: one pass deeper
-            if t._hooks:
-                g = _run_hooks(t, g)  # 5. hooks see t's whole gradient, and may replace it
-            if id(t) in target_ids:  # 6. hand the gradient out: grad()'s result, or into .grad
-                found[id(t)] = owned(g)
-            elif targets is None and (op is None or t._retains_grad):
-                _accumulate(t, g, owned, create_graph)
-            if op is None or (needed is not None and id(t) not in needed):
-                _not_run(t, retain_graph)
-                continue  # a leaf, or nothing grad() wants lies behind t
-            inputs = t._inputs
-            if inputs is None:
-                raise RuntimeError(_FREED)
-            if anomaly:
-                input_grads = _call_vjp_under_anomaly(t, g)
-            else:  # what comes back is checked where it is used (contract.py), so a wrong VJP is named here
-                try:
-                    input_grads = op.vjp(g, t, *inputs, **t._params)
-                except Exception as err:
-                    failure = vjp_failure(t, err)
-                    if failure is err:
-                        raise
-                    raise failure from None
-                if type(input_grads) is not tuple or len(input_grads) != len(inputs):
-                    input_grads = one_per_input(t, input_grads)
+            inputs = _inputs_of(t)
+            input_grads = call_vjp(t, g, inputs, anomaly)  # 6. t's VJP: one gradient per input
             for i, x in enumerate(inputs):  # 7. the chain rule: t's VJP sends g on to t's inputs
                 gx = input_grads[i]
-                if gx is None:
-                    continue
-                if not x.requires_grad:
-                    if type(gx) is not Tensor or (x._data.shape and gx._data.shape != x._data.shape):
+                if gx is None or not x.requires_grad:  # a constant's gradient is dropped (a 0-d one's fits any shape)
+                    if gx is not None and (type(gx) is not Tensor or x._data.shape and gx.shape != x._data.shape):
                         check_grad(t, i, x, gx)  # a broken VJP is broken whatever needs a gradient
-                    continue  # a constant's gradient is dropped (a 0-d constant's fits any shape)
+                    continue
                 if type(gx) is not Tensor or gx._data.shape != x._data.shape or gx._data.dtype is not x._data.dtype:
                     gx = _fit(t, i, x, gx)  # broadcast, another dtype, or a broken VJP
-                if id(x) in pending:
-                    pending[id(x)] = pending[id(x)] + gx
-                else:
-                    pending[id(x)] = gx
+                pending[id(x)] = pending[id(x)] + gx if id(x) in pending else gx
             if not retain_graph:
-                remember_inputs(t)  # 8. t's arrays are no longer needed: keep its structure, drop the rest
-                t._inputs = t._params = t._saved = None
+                free(t, inputs)  # t's arrays are no longer needed: keep its structure, drop the rest
     return found
 
 
@@ -334,11 +204,8 @@ def backward(tensors, gradient=None, retain_graph: bool | None = None, create_gr
         roots = tensors_given("backward", "tensors", tensors)
         grads = one_per_output("backward", "gradient", roots, gradient, False)
     retain = create_graph if retain_graph is None else retain_graph
-    if not runtime._first_backward_seen:
-        runtime.first_backward()  # a training loop: tune what the demos tune (runtime.py says what, and how to stop it)
+    runtime.first_backward()  # the speed appendix's one hook: a training loop (runtime.py says what it tunes)
     _backpropagate(roots, [_as_grad(g, r) for r, g in zip(roots, grads)], retain, create_graph)
-    if modes.step_clock is not None:
-        modes.step_clock("backward")  # the thread policy's clock, in a loop with no model call (runtime.py)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, create_graph: bool = False,

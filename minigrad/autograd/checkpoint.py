@@ -49,10 +49,9 @@ import types
 import numpy as np
 
 from ..modes import enable_grad, is_grad_enabled, module_scope, state
-from ..registry import Op
+from ..registry import Op, record
 from ..runtime import default_rng
 from ..tensor import Tensor
-from ..versions import writes
 from .backprop import grad
 
 
@@ -98,16 +97,10 @@ def checkpoint(fn, *args, preserve_rng_state: bool = True, rngs=(), use_reentran
         return out  # nothing it read requires grad
     tensors = [x for x in (*args, *kwargs.values()) if isinstance(x, Tensor)]
     read = _read_from_outside(out, stand_ins.values(), segment)
-    node = Tensor._wrap(out.data, True)
-    node._op = CHECKPOINT
-    node._inputs = (*tensors, *read)
-    node._params = dict(fn=fn, args=tuple(TENSOR if isinstance(x, Tensor) else x for x in args),
-                        kwargs={k: TENSOR if isinstance(x, Tensor) else x for k, x in kwargs.items()},
-                        generators=tuple(generators), states=states)
-    node._scope = state.scope
-    node._vjp_depth = state.vjp_depth
-    node._made_at = writes.count  # backward refuses the node if one of its inputs is written after this
-    return node
+    return record(Tensor._wrap(out.data), CHECKPOINT, (*tensors, *read),
+                  dict(fn=fn, args=tuple(TENSOR if isinstance(x, Tensor) else x for x in args),
+                       kwargs={k: TENSOR if isinstance(x, Tensor) else x for k, x in kwargs.items()},
+                       generators=tuple(generators), states=states))
 
 
 def _generator_types():

@@ -1,9 +1,13 @@
-"""What backward leaves of a node it frees: the graph's structure without its arrays, so it can still be drawn.
+"""A node's inputs as backward sees them, and what backward leaves of a node it frees.
 
-Backward frees a node by dropping its inputs, parameters and saved arrays, so
-that intermediate results can be collected as soon as the pass is done with
-them. Before it does, it writes a ``FreedNode`` (``remember_inputs``): a small record
-that ``viz`` reads to draw a graph after ``backward()``, as micrograd's users do.
+``inputs_of(t)``: the tensors ``t``'s op read. An input changed by an in-place op
+in the graph since (``out += b``: ``inplace.py``) holds a new node now; the one
+``t`` read is kept in its ``_before``, and the clock of writes (``_made_at``) says which.
+
+``free(t)``: backward frees a node by dropping its inputs, parameters and saved
+arrays, so that intermediate results can be collected as soon as the pass is done
+with them. Before it does, it writes a ``FreedNode`` (``remember_inputs``): a small
+record that ``viz`` reads to draw a graph after ``backward()``, as micrograd's users do.
 """
 
 from __future__ import annotations
@@ -13,6 +17,32 @@ import weakref
 import numpy as np
 
 from ..tensor import Tensor
+
+FREED = ("backward: this graph was already freed by an earlier backward(). Call backward(retain_graph=True) "
+         "the first time if you need to backward through it again.")
+
+
+def inputs_of(t: Tensor) -> tuple:
+    """``t``'s inputs as they were when its op ran (an input rebased by a later in-place op: its ``_before``)."""
+    inputs = t._inputs
+    if inputs is None:
+        raise RuntimeError(FREED)
+    for x in inputs:
+        if x._made_at > t._made_at:  # (an input is made before its use, unless an in-place op rebased it since)
+            return tuple(_as_of(x, t._made_at) for x in inputs)
+    return inputs
+
+
+def _as_of(x: Tensor, when: int) -> Tensor:
+    while x._made_at > when:
+        x = x._before
+    return x
+
+
+def free(t: Tensor, inputs: tuple) -> None:
+    """Drop ``t``'s inputs, parameters and saved arrays, keeping its structure in its record."""
+    remember_inputs(t, inputs)
+    t._inputs = t._params = t._saved = None
 
 
 class ArrayStub:
@@ -27,20 +57,13 @@ class ArrayStub:
         return f"array{self.shape}"
 
 
-def _holds_arrays(params: dict) -> bool:
-    for v in params.values():
-        if isinstance(v, np.ndarray | tuple):
-            return True
-    return False
-
-
 def _without_arrays(value):
     """``value`` (a dict of params, a tuple, an array...) with arrays of more than a few numbers made stubs."""
     if isinstance(value, np.ndarray):
         return ArrayStub(value) if value.size > 4 else value
     if type(value) is tuple:
         return tuple(_without_arrays(v) for v in value)
-    if type(value) is dict:
+    if type(value) is dict and value:
         return {k: _without_arrays(v) for k, v in value.items()}
     return value
 
@@ -48,33 +71,25 @@ def _without_arrays(value):
 class FreedNode:
     """What is left of a tensor's node once backward has freed it: the structure, not the arrays.
 
-    Backward frees a node by dropping its inputs, parameters and saved arrays, so
-    that intermediate results can be collected as soon as the pass is done with
-    them. Before it does, it writes this record: the op, its parameters (big
-    arrays replaced by their shape), shape, dtype, name and module scope, and the
-    records of the inputs. The tensor itself is held only by a weak reference,
-    so the record keeps no array alive; ``viz`` draws the structure from it and
-    the data wherever the tensor still lives (leaves, parameters, tensors the
-    user kept). A one-element tensor's value is kept (its one-element array,
-    read as a Python number only when ``value`` is asked for).
-
-    A constant of up to four numbers (the 2 in ``x * 2``) is no record: it is
-    kept among ``inputs`` as itself, the Tensor (it holds no array worth freeing),
-    and viz reads it as it reads any live tensor.
-
-    A tensor's record is made once and kept in its ``_record`` slot, so a tensor
-    used by two ops is one record. Nodes backward did not run (no gradient
-    reached them, or ``grad()`` did not need them) are not freed, but their
-    records get their inputs all the same (``remember_inputs``): while such a
-    tensor lives viz reads it directly, and once the freed nodes that held it
-    have let it go, the record still draws its branch.
+    The op, its parameters (big arrays replaced by their shape), shape, dtype, name,
+    module scope and the records of the inputs; a one-element tensor's value. The
+    tensor is held by a weak reference, so the record keeps no array alive; ``viz``
+    draws the structure from it, and the data wherever the tensor still lives. A
+    constant of up to four numbers (the 2 in ``x * 2``) is kept among ``inputs`` as
+    itself. Made once per tensor (its ``_record`` slot); a node backward did not run
+    gets the records of its inputs too, so its branch can be drawn once it is gone.
     """
 
     __slots__ = ("tensor", "op", "params", "inputs", "shape", "dtype", "name", "scope", "requires_grad",
                  "vjp_depth", "_one")
 
     def __init__(self, t: Tensor):
-        _fill(self, t)
+        data = t._data  # (the array itself: .data is a property, versions.py)
+        self.tensor, self.op, self.params, self.inputs = weakref.ref(t), t._op, _without_arrays(t._params), None
+        self.shape, self.dtype, self.name, self.scope = data.shape, data.dtype, t.name, t._scope
+        self.requires_grad, self.vjp_depth = t.requires_grad, t._vjp_depth
+        # A one-element array (owning its memory: a view would keep its base alive), read when drawn.
+        self._one = None if data.size != 1 else data if data.base is None else data.copy()
 
     def __getstate__(self):
         """Pickled without the weak reference (a model pickled after backward carries its parameters' records)."""
@@ -96,52 +111,20 @@ def _gone():
     return None
 
 
-def _fill(record: FreedNode, t: Tensor) -> FreedNode:
-    """Write ``t``'s structure into ``record``. Backward makes one record per node, so no copies, no properties."""
-    data, params = t._data, t._params  # (the array itself: .data is a property, versions.py)
-    record.tensor = _ref(t)
-    record.op = t._op
-    record.params = params if not params or not _holds_arrays(params) else _without_arrays(params)
-    record.inputs = None  # records of the inputs, once backward frees this node
-    record.shape = data.shape
-    record.dtype = data.dtype
-    record.name = t.name
-    record.scope = t._scope
-    record.requires_grad = t.requires_grad
-    record.vjp_depth = t._vjp_depth
-    # A one-element array (owning its memory: a view would keep its base alive), read when drawn.
-    record._one = None if data.size != 1 else data if data.base is None else data.copy()
-    return record
-
-
 def record_of(t: Tensor) -> FreedNode:
     """``t``'s record, made on first use and kept in its ``_record`` slot."""
     record = t._record
     if record is None or record.tensor() is not t:  # (a deepcopied tensor arrives with its original's record)
-        record = t._record = _fill(_new(FreedNode), t)
+        record = t._record = FreedNode(t)
     return record
 
 
-def remember_inputs(t: Tensor) -> None:
+def remember_inputs(t: Tensor, inputs: tuple | None = None) -> None:
     """Write the records of ``t``'s inputs into ``t``'s record, so its branch can be drawn once ``t`` is gone.
 
     A constant of a few numbers (``x * 0.5``'s 0.5) is kept as itself: it holds no array worth freeing.
-    (Backward calls this once per node: ``record_of`` is written out inline.)
     """
-    record = t._record
-    if record is None or record.tensor() is not t:
-        record = t._record = _fill(_new(FreedNode), t)
     records = []
-    for x in t._inputs:
-        if not x.requires_grad and x._data.size <= 4:
-            records.append(x)  # a constant of a few numbers
-            continue
-        r = x._record
-        if r is None or r.tensor() is not x:
-            r = x._record = _fill(_new(FreedNode), x)
-        records.append(r)
-    record.inputs = tuple(records)
-
-
-_new = object.__new__
-_ref = weakref.ref
+    for x in inputs_of(t) if inputs is None else inputs:
+        records.append(x if not x.requires_grad and x._data.size <= 4 else record_of(x))
+    record_of(t).inputs = tuple(records)

@@ -48,7 +48,7 @@ from ..modes import is_grad_enabled, no_grad, set_grad_enabled
 from ..registry import OPS, Op
 from ..registry import apply as _record
 from ..tensor import Tensor
-from ..versions import version_of
+from ..versions import owner, version, writes
 
 
 class FunctionCtx:
@@ -74,21 +74,22 @@ class FunctionCtx:
                 raise TypeError(f"{self._function.__name__}.forward: save_for_backward saves Tensors (or None), but "
                                 f"argument {i} is a {type(t).__name__}: keep other values as attributes of ctx "
                                 f"(ctx.name = value)")
-        self._saved = [(t, None, None) if t is None else (t, version_of(t), version_of(t).count) for t in tensors]
+        self._saved = [(t, None, None) if t is None else (t, owner(t._data), writes.count) for t in tensors]
 
     @property
     def saved_tensors(self) -> tuple:
         """The tensors given to ``save_for_backward``, each checked to be unchanged since it was saved."""
         out = []
-        for i, (t, counter, count) in enumerate(self._saved or ()):
+        for i, (t, storage, clock) in enumerate(self._saved or ()):
             if isinstance(t, int):  # an output of forward (its position): read from the recorded node
-                t = self._output(t)  # (with several outputs a fresh unpack: the caller's output has the counter)
-                replaced = self._single and t._counter is not counter
+                t = self._output(t)  # (with several outputs a fresh unpack: the caller's output has the storage)
+                replaced = self._single and owner(t._data) is not storage
             else:
-                replaced = t is not None and t._counter is not counter  # t.data = ...: a new storage
-            if replaced or (t is not None and counter.count != count):
+                replaced = t is not None and owner(t._data) is not storage  # t.data = ...: a new storage
+            counter = None if t is None else version(storage)
+            if replaced or (counter is not None and counter.stamp > clock):
                 name = self._function.__name__
-                by = version_of(t).by if replaced else counter.by
+                by = getattr(version(t._data), "by", "an assignment to .data") if replaced else counter.by
                 raise RuntimeError(
                     f"backward: {name}.backward reads saved tensor {i} (ctx.save_for_backward's argument {i}, shape "
                     f"{t.shape} {t.dtype}), which was changed in place by {by} after "
@@ -140,7 +141,8 @@ class Function:
         super().__init_subclass__(**kwargs)
         origin = f"{cls.__module__}.{cls.__qualname__}"
         cls._op = Op(name=cls.__name__, forward=_handed_over, vjp=_call_backward, samples=[],
-                     doc=inspect.cleandoc(cls.__doc__ or ""), origin=origin, block=cls)
+                     doc=inspect.cleandoc(cls.__doc__ or ""), origin=origin, block=cls,
+                     saves=())  # (what backward reads is checked by ctx.saved_tensors, as PyTorch does)
         cls._unpack_op = Op(name=f"{cls.__name__}.unpack", forward=_unpack_forward, vjp=_unpack_vjp, samples=[],
                             doc=f"One output of {cls.__name__}: its part of the node's packed array.", origin=origin)
 
@@ -263,8 +265,8 @@ def _saved_outputs(ctx: FunctionCtx, outputs, made, differentiable) -> None:
     for k, (t, _, _) in enumerate(ctx._saved or ()):
         for i, o in enumerate(outputs):
             if t is not None and t is o:
-                counter = version_of(made[i])
-                ctx._saved[k] = (i if differentiable[i] and made[i].requires_grad else made[i], counter, counter.count)
+                ctx._saved[k] = (i if differentiable[i] and made[i].requires_grad else made[i], owner(made[i]._data),
+                                 writes.count)
                 break
 
 

@@ -97,9 +97,3 @@ def div_(self, other) -> Tensor:
     self /= other
     return self
 
-
-@bind(None, "fill_")
-def fill_(self, value) -> Tensor:
-    """Every element set to ``value`` in place; returns x."""
-    self[...] = value
-    return self

@@ -492,6 +492,7 @@ UNSUPPORTED = [  # (code, the code its message must name, which then runs)
     ("mg.cat([x, x], dim=0, axis=0)", "cat(..., dim=0)"),
     ("x.unfold(0, 2, 1)", "x[..., i:i + size] slices and mg.stack"),
     ("x.nonzero()", "mg.tensor(np.nonzero(x.numpy()))"),
+    ("x.exp_()", "x[...] = x.exp()"),
 ]
 RUNNABLE = {  # what the named code is run as, where it is a fragment of a line
     "device='cpu'": "mg.zeros(2, device='cpu')",
@@ -502,6 +503,7 @@ RUNNABLE = {  # what the named code is run as, where it is a fragment of a line
     "F.one_hot(x.long())": "F.one_hot(x.abs().long())",
     "x.split(n, dim=1)": "x.split(2, dim=1)",
     "x[..., i:i + size] slices and mg.stack": "mg.stack([x[..., i:i + 2] for i in range(3)])",
+    "x[...] = x.exp()": "x[...] = x.exp()",
 }
 
 

@@ -210,3 +210,94 @@ def test_an_output_a_vjp_reads_changed_through_a_view_is_seen():
     with pytest.raises(RuntimeError, match=r"its output \(shape \(2,\) float32\) of op 'exp' was changed in place"):
         y.backward(mg.ones(2))
     assert x.grad is None
+
+
+# --------------------------------------------------------------------------------------
+# Index, target and mask tensors an op reads are checked like any other input
+# --------------------------------------------------------------------------------------
+# Each program runs as written on minigrad and on PyTorch (`lib` is one or the other); it
+# writes, between forward and backward, an integer or bool tensor the forward read.
+
+
+def _index(lib, W):
+    idx = lib.tensor([0, 2, 2])
+    loss = (W[idx] * lib.tensor([1.0, 2.0, 3.0]).reshape(3, 1)).sum()
+    idx[0] = 1
+    return loss
+
+
+def _embedding(lib, W):
+    ids = lib.tensor([[0, 1], [2, 0]])
+    loss = (lib.nn.functional.embedding(ids, W) ** 2).sum()
+    ids += 1
+    return loss
+
+
+def _target(lib, W):
+    target = lib.tensor([0, 1, 0])
+    loss = lib.nn.functional.cross_entropy(W, target)
+    target[0] = 2
+    return loss
+
+
+def _where(lib, W):
+    mask = lib.tensor([True, False, True])
+    loss = (lib.where(mask, W[:, 0], W[:, 1] * 2.0) ** 2).sum()
+    mask[1] = True
+    return loss
+
+
+def _masked_fill(lib, W):
+    mask = lib.tensor([[True, False], [False, False], [False, True]])
+    loss = (W.masked_fill(mask, 0.0) ** 2).sum()
+    mask.zero_()
+    return loss
+
+
+def _micro_batches(lib, W):
+    """Two micro-batches written into reused buffers, the losses summed, one backward."""
+    xb, yb = lib.zeros(2, dtype=lib.long), lib.zeros(2, dtype=lib.long)
+    losses = []
+    for x, y in (([0, 1], [1, 0]), ([2, 2], [0, 0])):
+        xb.copy_(lib.tensor(x))
+        yb.copy_(lib.tensor(y))
+        losses.append(lib.nn.functional.cross_entropy(lib.nn.functional.embedding(xb, W), yb))
+    return losses[0] + losses[1]
+
+
+_READS = {  # program: the op and the role minigrad's refusal names
+    _index: "its parameter 'index' .* of op 'getitem' was changed in place by `x\\[index\\] = value`",
+    _embedding: "its parameter 'index' .* of op 'getitem' was changed in place by `\\+=`",
+    _target: "input 1 \\(shape \\(3,\\) int64\\) of op 'cross_entropy' was changed in place by `x\\[index\\] = value`",
+    _where: "input 0 \\(shape \\(3,\\) bool\\) of op 'where' was changed in place by `x\\[index\\] = value`",
+    _masked_fill: "input 1 \\(shape \\(3, 2\\) bool\\) of op 'masked_fill' was changed in place by `zero_\\(\\)`",
+    _micro_batches: "its parameter 'index' .* of op 'getitem' was changed in place by `copy_\\(\\)`",
+}
+_W = np.array([[0.5, -1.0], [2.0, 0.25], [-0.75, 1.5]], dtype=np.float32)
+
+
+@pytest.mark.parametrize("program", list(_READS), ids=lambda p: p.__name__.strip("_"))
+def test_an_index_target_or_mask_written_before_backward_is_refused(program):
+    W = mg.tensor(_W, requires_grad=True)
+    _refused(program(mg, W), W, match=_READS[program])
+
+
+@pytest.mark.parametrize("program", list(_READS), ids=lambda p: p.__name__.strip("_"))
+def test_pytorch_refuses_the_same_programs(program):
+    torch = pytest.importorskip("torch")
+    W = torch.tensor(_W, requires_grad=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        program(torch, W).backward()
+
+
+def test_micro_batches_in_fresh_buffers_or_backward_per_batch_give_pytorchs_gradients():
+    torch = pytest.importorskip("torch")
+    grads = []
+    for lib in (mg, torch):
+        W = lib.tensor(_W, requires_grad=True)
+        for x, y in (([0, 1], [1, 0]), ([2, 2], [0, 0])):
+            xb, yb = lib.tensor(x), lib.tensor(y)  # written once each: nothing to refuse
+            lib.nn.functional.cross_entropy(lib.nn.functional.embedding(xb, W), yb).backward()
+        grads.append(np.array(W.grad.tolist()))
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-6)
+    assert (grads[0][2] != 0).all()  # the rows the second batch used got their gradient
