@@ -24,8 +24,13 @@ The forms are the stable ones: cross_entropy through log_softmax (log-sum-exp),
 exp never overflows, and ``binary_cross_entropy`` clamps its logs at -100, as
 PyTorch does, so p = 0 or 1 gives a finite loss.
 
-One difference, on purpose: a mean over targets that are all ignored is 0,
-not PyTorch's NaN (0 / 0).
+Plain (N, C) logits with class ids go through the fused ``cross_entropy``
+primitive (``minigrad/fused.py``), as a language model's flattened logits do.
+
+Two differences, on purpose: a mean over targets that are all ignored is 0,
+not PyTorch's NaN (0 / 0); and at p exactly 0 or 1 ``binary_cross_entropy``'s
+gradient is the clamped formula's own (0 for a clamped log), where PyTorch
+divides (p - y) by max(p (1 - p), 1e-12).
 """
 
 from __future__ import annotations
