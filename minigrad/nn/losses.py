@@ -24,8 +24,13 @@ The forms are the stable ones: cross_entropy through log_softmax (log-sum-exp),
 exp never overflows, and ``binary_cross_entropy`` clamps its logs at -100, as
 PyTorch does, so p = 0 or 1 gives a finite loss.
 
-One difference, on purpose: a mean over targets that are all ignored is 0,
-not PyTorch's NaN (0 / 0).
+Plain (N, C) logits with class ids go through the fused ``cross_entropy``
+primitive (``minigrad/fused.py``), as a language model's flattened logits do.
+
+Two differences, on purpose: a mean over targets that are all ignored is 0,
+not PyTorch's NaN (0 / 0); and at p exactly 0 or 1 ``binary_cross_entropy``'s
+gradient is the clamped formula's own (0 for a clamped log), where PyTorch
+divides (p - y) by max(p (1 - p), 1e-12).
 """
 
 from __future__ import annotations
@@ -184,16 +189,20 @@ def _class_weight(who: str, weight, n_classes: int, like: Tensor):
     return w.astype(like.dtype)
 
 
-def _picked_losses(who: str, logp: Tensor, ids: np.ndarray, weight, ignore_index: int, reduction: str,
-                   shape: tuple) -> Tensor:
-    """-logp[m, ids[m]] * weight[ids[m]] per row (M, C) -> reduced; ignored rows count for nothing."""
+def _row_weights(ids: np.ndarray, weight, ignore_index: int, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """(each row's weight: weight[id], 1 without weights, 0 where ignored; the ids with ignored ones set to 0)."""
     kept = ids != ignore_index
     safe = np.where(kept, ids, 0)
-    w = kept.astype(logp.dtype) if weight is None else np.where(kept, weight[safe], 0).astype(logp.dtype)
-    losses = -logp[np.arange(len(safe)), safe] * w  # (M,)
+    w = kept if weight is None else np.where(kept, weight[safe], 0)
+    return w.astype(dtype), safe
+
+
+def _picked_losses(logp: Tensor, safe: np.ndarray, row_w: np.ndarray, reduction: str, shape: tuple) -> Tensor:
+    """-logp[m, ids[m]] * row_w[m] per row of (M, C), reduced; the mean divides by the total weight."""
+    losses = -logp[np.arange(len(safe)), safe] * row_w  # (M,)
     if reduction == "none":
         return losses.reshape(shape)
-    return losses.sum() if reduction == "sum" else losses.sum() / _total(w)
+    return losses.sum() if reduction == "sum" else losses.sum() / _total(row_w)
 
 
 def _total(w: np.ndarray) -> float:
@@ -213,8 +222,8 @@ def nll_loss(input: Tensor, target, weight=None, size_average=None, ignore_index
     input = _float_input("nll_loss", input)
     rows, ids, shape = _classes_last("nll_loss", input, target)
     _check_ids("nll_loss", ids, rows.shape[1], ignore_index, shape)
-    return _picked_losses("nll_loss", rows, ids, _class_weight("nll_loss", weight, rows.shape[1], rows),
-                          ignore_index, reduction, shape)
+    row_w, safe = _row_weights(ids, _class_weight("nll_loss", weight, rows.shape[1], rows), ignore_index, rows.dtype)
+    return _picked_losses(rows, safe, row_w, reduction, shape)
 
 
 def cross_entropy(input: Tensor, target, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
@@ -249,17 +258,17 @@ def cross_entropy(input: Tensor, target, weight=None, size_average=None, ignore_
         return loss.reshape(shape) if reduction == "none" else loss
     _check_ids(who, ids, n_classes, ignore_index, shape)
     logp = rows.log_softmax(axis=-1)  # (M, C)
-    nll = _picked_losses(who, logp, ids, w, ignore_index, reduction, shape)
+    row_w, safe = _row_weights(ids, w, ignore_index, rows.dtype)
+    nll = _picked_losses(logp, safe, row_w, reduction, shape)
     if label_smoothing == 0.0:
         return nll
-    kept = ids != ignore_index
-    smooth = -(logp if w is None else logp * w).sum(axis=-1) * kept.astype(logp.dtype)  # (M,): -sum_c w_c log p_c
+    # PyTorch's smoothing term: -sum_c w_c log p_c per row (0 where ignored), reduced as the nll is.
+    kept = (ids != ignore_index).astype(logp.dtype)
+    smooth = -(logp if w is None else logp * w).sum(axis=-1) * kept  # (M,)
     if reduction == "none":
         smooth = smooth.reshape(shape)
-    elif reduction == "sum":
-        smooth = smooth.sum()
     else:
-        smooth = smooth.sum() / _total(kept if w is None else np.where(kept, w[np.where(kept, ids, 0)], 0))
+        smooth = smooth.sum() if reduction == "sum" else smooth.sum() / _total(row_w)
     return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / n_classes)
 
 

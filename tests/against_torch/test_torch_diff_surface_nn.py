@@ -216,6 +216,17 @@ def test_binary_cross_entropy_clamps_its_logs_at_minus_100_as_pytorch():
     assert ours.dtype == np.float32
 
 
+def test_binary_cross_entropy_gradient_at_0_and_1_is_the_clamped_formulas_deliberately():
+    # PyTorch's gradient is (p - y) / max(p (1 - p), 1e-12): 0 or +-1e12 at the endpoints. minigrad's is the
+    # derivative of the formula it computes: 0 through a clamped log, 1 / (1 - p) through the other one.
+    p, y = np.array([0.0, 0.0, 1.0, 1.0]), np.array([0.0, 1.0, 0.0, 1.0])
+    ours, theirs = mg.Tensor(p, requires_grad=True), torch.tensor(p, requires_grad=True)
+    F.binary_cross_entropy(ours, y, reduction="sum").backward()
+    TF.binary_cross_entropy(theirs, torch.tensor(y), reduction="sum").backward()
+    np.testing.assert_array_equal(ours.grad.data, [1.0, 0.0, 0.0, -1.0])
+    np.testing.assert_allclose(theirs.grad.numpy(), [0.0, -1e12, 1e12, 0.0], rtol=1e-6)
+
+
 @given(dtype=DTYPE, seed=SEED, reduction=REDUCTION, shape=st.sampled_from([(), (5,), (3, 2)]),
        scale=st.sampled_from([1.0, 10.0, 100.0]), weighted=st.booleans(), pos_weighted=st.booleans(),
        hard=st.booleans())
