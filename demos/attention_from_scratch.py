@@ -104,8 +104,8 @@ def scaling_spread(draws: int = 1000, n_keys: int = 10, seed: int = 1) -> list[d
     for d_k in [4, 64, 512]:
         q, K = rng.normal(size=(draws, d_k)), rng.normal(size=(draws, n_keys, d_k))
         raw = mg.tensor(np.einsum("nkd,nd->nk", K, q))  # (draws, 10): q . k for each key
-        w_raw = raw.softmax(axis=-1).max(axis=-1).numpy()  # the largest of the 10 weights, per draw
-        w_scaled = (raw / math.sqrt(d_k)).softmax(axis=-1).max(axis=-1).numpy()
+        w_raw = raw.softmax(-1).amax(-1).numpy()  # the largest of the 10 weights, per draw
+        w_scaled = (raw / math.sqrt(d_k)).softmax(-1).amax(-1).numpy()
         rows.append(dict(d_k=d_k, std=raw.numpy().std(axis=-1).mean(), raw_mean=w_raw.mean(), raw_std=w_raw.std(),
                          raw_one_key=(w_raw > 0.99).mean(), scaled_mean=w_scaled.mean(), scaled_std=w_scaled.std()))
     return rows

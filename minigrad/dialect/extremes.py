@@ -94,7 +94,7 @@ bind("min", "min")(_extreme("min", np.argmin, "minimum"))
 def amax(self, dim=None, keepdim=False, *, axis=None, keepdims=None) -> Tensor:
     """The maxima over ``dim`` (an int or a tuple; None: every dim), tied maxima sharing the gradient."""
     dims = dim_of("amax", dim, axis)
-    if self.ndim == 0 and dims is not None and axis is None:
+    if self.ndim == 0 and dims is not None:
         dims = scalar_dim("amax", self, dims)
     return apply(OPS["max"], self, axis=dims, keepdims=keep_of("amax", keepdim, keepdims))
 
@@ -103,7 +103,7 @@ def amax(self, dim=None, keepdim=False, *, axis=None, keepdims=None) -> Tensor:
 def amin(self, dim=None, keepdim=False, *, axis=None, keepdims=None) -> Tensor:
     """The minima over ``dim`` (an int or a tuple; None: every dim), tied minima sharing the gradient."""
     dims = dim_of("amin", dim, axis)
-    if self.ndim == 0 and dims is not None and axis is None:
+    if self.ndim == 0 and dims is not None:
         dims = scalar_dim("amin", self, dims)
     return apply(OPS["min"], self, axis=dims, keepdims=keep_of("amin", keepdim, keepdims))
 

@@ -21,7 +21,7 @@ def sum_(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None)
     if axis is not None or keepdims is not None or type(dim) is list or keepdim is not False:
         dim = dim_of("sum", dim, axis)
         keepdim = keep_of("sum", keepdim, keepdims, dim)
-    if self.ndim == 0 and dim is not None and axis is None:
+    if self.ndim == 0 and dim is not None:
         dim = scalar_dim("sum", self, dim)
     x = self if dtype is None else self.to(dtype)
     return apply(OPS["sum"], x, axis=dim, keepdims=keepdim)
@@ -33,7 +33,7 @@ def mean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None)
     if axis is not None or keepdims is not None or type(dim) is list or keepdim is not False:
         dim = dim_of("mean", dim, axis)
         keepdim = keep_of("mean", keepdim, keepdims, dim)
-    if self.ndim == 0 and dim is not None and axis is None:
+    if self.ndim == 0 and dim is not None:
         dim = scalar_dim("mean", self, dim)
     x = self if dtype is None else self.to(dtype)
     return apply(OPS["mean"], x, axis=dim, keepdims=keepdim)
@@ -44,7 +44,7 @@ def prod(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None)
     """Product over ``dim`` (None: every dim)."""
     dim = dim_of("prod", dim, axis)
     keepdim = keep_of("prod", keepdim, keepdims, dim)
-    if self.ndim == 0 and dim is not None and axis is None:
+    if self.ndim == 0 and dim is not None:
         dim = scalar_dim("prod", self, dim)
     x = self if dtype is None else self.to(dtype)
     return apply(OPS["prod"], x, axis=dim, keepdims=keepdim)
@@ -94,7 +94,7 @@ def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=N
 def logsumexp(self, dim=None, keepdim=False, *, axis=None, keepdims=None) -> Tensor:
     """log(sum(exp(x))) over ``dim``, stable for large inputs."""
     dims = dim_of("logsumexp", dim, axis)
-    if self.ndim == 0 and dims is not None and axis is None:
+    if self.ndim == 0 and dims is not None:
         dims = scalar_dim("logsumexp", self, dims)
     return apply(OPS["logsumexp"], self, axis=dims, keepdims=keep_of("logsumexp", keepdim, keepdims))
 

@@ -464,7 +464,7 @@ MOVES = {
     "tril": (lambda x: x.tril(), lambda x: x.tril()),
     "triu1": (lambda x: x.triu(k=1), lambda x: x.triu(1)),
     "swapaxes": (lambda x: x.swapaxes(0, -1), lambda x: x.transpose(0, -1)),
-    "split": (lambda x: mg.stack(x.split(1, axis=0)[::-1]), lambda x: torch.stack(torch.split(x, 1, 0)[::-1])),
+    "split": (lambda x: mg.stack(x.split(1, 0)[::-1]), lambda x: torch.stack(torch.split(x, 1, 0)[::-1])),
     "concat_self": (lambda x: mg.concatenate([x, x * 2.0], axis=-1), lambda x: torch.cat([x, x * 2.0], dim=-1)),
     "stack_self": (lambda x: mg.stack([x, -x], axis=-1), lambda x: torch.stack([x, -x], dim=-1)),
     "astype64": (lambda x: x.astype(np.float64) * 3.0, lambda x: x.double() * 3.0),
