@@ -130,7 +130,7 @@ for name, (m, l, acc) in (("first then second", merge(first, second)), ("second 
 # future of all its queries is left out (section 4 counts them).
 #
 # The same loop is the composite of the fused op `flash_attention`
-# (minigrad/fused.py), and the tests hold the two equal. The op's own forward
+# (minigrad/fused/), and the tests hold the two equal. The op's own forward
 # is this loop on NumPy arrays; it keeps the logsumexp m + log l of each query
 # for backward, and nothing else of the tiles.
 

@@ -10,7 +10,7 @@ Read the engine in this order (the README gives the line counts):
 * ``autograd/functional.py``: ``vjp``, ``jvp``, ``jacobian``, ``hessian``, ``hvp``.
 
 ``modes.py`` holds the switches (``no_grad``, ``composite_mode``). The speed
-appendix: ``fused.py`` (fused primitives, each with its composite) and
+appendix: ``fused/`` (fused primitives, each with its composite) and
 ``kernels/`` (fast NumPy, each with its plain form; ``mg.backend()`` says
 which run the optional [fast] backend's compiled forms). Layers live in
 ``minigrad.nn``, optimizers in ``minigrad.optim``, graph drawing in

@@ -3,7 +3,7 @@
 * **Grad mode** (``no_grad``, ``enable_grad``, ``set_grad_enabled``): whether ops
   record the graph that backward walks. Off for inference and optimizer updates.
 * **Composite mode** (``composite_mode``): whether the fused primitives of
-  ``fused.py`` run as their composites (built from the core ops of ``ops.py``),
+  ``fused/`` run as their composites (built from the core ops of ``ops.py``),
   and the speed kernels of ``kernels/`` as the plain NumPy they equal. For
   reading and drawing graphs op by op, and for checking a new fused op.
 * **Module scope**: which ``nn.Module`` calls are running, so that ``viz`` can

@@ -24,7 +24,7 @@ Everything else is derived from this table (``registry.py`` does the deriving):
 This file states the math. A few forwards call a kernel from ``kernels/``
 (the same result, faster), with the plain NumPy it equals in a comment beside
 the call. The fused primitives a transformer uses (linear, gelu, layer_norm,
-attention_weights, cross_entropy...) are in ``fused.py``, each with its
+attention_weights, cross_entropy...) are in ``fused/``, each with its
 composite of the ops here.
 
 Conventions

@@ -6,7 +6,7 @@ namespace: ``forward``, ``vjp``, ``samples``, optionally ``composite``), makes a
 named for its op (``Tensor.__mul__`` carries ``mul``'s docstring and leads
 ``inspect.getsource`` to the block). Running a block again (an edited notebook
 cell) replaces its op; a different block that takes a name already in use is an
-error. ``ops.py`` and ``fused.py`` hold the blocks; the tests walk ``OPS``.
+error. ``ops.py`` and ``fused/`` hold the blocks; the tests walk ``OPS``.
 
 A method whose spelling needs reading (``x.transpose(0, 1)``, ``x.var(0, keepdim=True)``,
 ``x.max(-1)``) is a call form instead: ``dialect/`` writes it, and

@@ -2,7 +2,7 @@
 
     python -m demos.exercises check 5
 
-The engine has each of these as a *fused* op (``minigrad/fused.py``): one
+The engine has each of these as a *fused* op (``minigrad/fused/``): one
 forward, one hand-written VJP, and beside it the *composite*, the same
 function written with core ops, that it is tested against. The check holds
 your forward and VJP against both: the fused op, and its composite run under

@@ -1,7 +1,7 @@
 """The grading machinery the rubrics share: a learner's op in the real table, compared with the engine's.
 
 A rubric (``rubrics.py``, one per exercise) never trusts one number. For each thing it grades it computes the
-engine's own answer (the op in ``minigrad/ops.py`` or ``fused.py``, ``mg.grad``,
+engine's own answer (the op in ``minigrad/ops.py`` or ``fused/``, ``mg.grad``,
 ``optim.AdamW``...) on generated inputs of several shapes, in float32 and
 float64, and compares; the gradients are also held against finite differences
 (``mg.gradcheck``) and, where the learner's VJP must itself be differentiable,

@@ -1207,7 +1207,7 @@ def _assembled(tile_backward, q, k, v, do, out, lse, scale, block, what):
 
 def _flash_op(tile_backward):
     """An op block: the engine's tiled forward, and a VJP made of the learner's tiles (blocks of 3)."""
-    from minigrad.fused import _flash_forward
+    from minigrad.fused.attention import _flash_forward
 
     class my_flash_attention:
         def forward(q, k, v, *, scale):
@@ -1221,7 +1221,7 @@ def _flash_op(tile_backward):
 
 
 def _grade_tile_backward(m, rng, say) -> None:
-    from minigrad.fused import _flash_forward
+    from minigrad.fused.attention import _flash_forward
 
     for lead, Tq, Tk, E, Ev in (((), 6, 7, 3, 2), ((2,), 5, 5, 4, 3), ((2, 3), 8, 6, 2, 4)):
         for dtype in DTYPES:

@@ -39,7 +39,7 @@ def where(condition, input, other) -> Tensor:
 
 
 def einsum(equation: str, *operands) -> Tensor:
-    """Einstein summation, ``mg.einsum("ij,jk->ik", a, b)``: the fused op ``einsum`` (``fused.py``)."""
+    """Einstein summation, ``mg.einsum("ij,jk->ik", a, b)``: the fused op ``einsum`` (``fused/``)."""
     if len(operands) == 1 and isinstance(operands[0], list | tuple):
         operands = tuple(operands[0])
     return apply(OPS["einsum"], *operands, subscripts=equation)

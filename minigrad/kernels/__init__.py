@@ -9,7 +9,7 @@ Read in this order:
   forms (numba loops, MKL's GEMM);
 * ``backend.py``: which form each kernel runs, chosen once, at the first kernel call.
 
-``ops.py``, ``fused.py`` and ``optim/adam.py`` call the kernels below by name.
+``ops.py``, ``fused/`` and ``optim/adam.py`` call the kernels below by name.
 """
 
 from . import backend

@@ -3,7 +3,7 @@
 Nothing here knows about Tensors or gradients. Each kernel computes exactly what
 a plain NumPy expression computes, only faster, and says so twice: in its
 docstring, and as runnable code, the ``plain`` function handed to ``@kernel``
-(``kernel.py``). ``ops.py`` and ``fused.py`` call the kernel with the plain
+(``kernel.py``). ``ops.py`` and ``fused/`` call the kernel with the plain
 expression in a comment beside the call; under ``minigrad.composite_mode()``
 every kernel runs its plain form instead, and the tests hold the two equal on
 generated inputs (every branch, every threshold, every rank).
@@ -506,7 +506,7 @@ def erf(x: np.ndarray) -> np.ndarray:
     return np.asarray(scipy_erf()(x)).astype(x.dtype if x.dtype.kind == "f" else _float_dtype(x), copy=False)
 
 
-# GELU's constants, here once: fused.py's composites and numba_forms.py's loops use these.
+# GELU's constants, here once: the fused ops' composites and numba_forms.py's loops use these.
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)  # tanh form: gate = (1 + tanh(SQRT_2_OVER_PI * (x + GELU_CUBIC x**3))) / 2
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)  # phi(x) = INV_SQRT_2PI * exp(-x**2 / 2), the exact gate's slope
 GELU_CUBIC = 0.044715

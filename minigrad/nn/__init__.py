@@ -17,7 +17,7 @@
 | ``gradcheck_module.py`` | ``gradcheck_module(module, *inputs)``: a layer's parameters and inputs, in float64 |
 
 No layer has backward code: every gradient comes from the op table (core ops in
-``minigrad/ops.py``, fused ones in ``minigrad/fused.py``), and the tests gradcheck every layer against finite
+``minigrad/ops.py``, fused ones in ``minigrad/fused/``), and the tests gradcheck every layer against finite
 differences with ``nn.gradcheck_module``, which a layer of your own can use too.
 """
 

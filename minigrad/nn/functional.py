@@ -2,7 +2,7 @@
 
 Everything here is made of op-table ops, so its gradient comes from the table.
 linear, gelu, layer_norm, rms_norm, cross_entropy and attention's weights call the
-fused primitives of ``minigrad/fused.py`` (one forward and one VJP instead of a
+fused primitives of ``minigrad/fused/`` (one forward and one VJP instead of a
 dozen small ops on the hot path), and so does ``flash_attention``, attention
 in tiles. Each carries its composite of core ops as
 runnable code; ``minigrad.composite_mode()`` runs that instead, and the tests
@@ -295,7 +295,7 @@ def flash_attention(query: Tensor, key: Tensor, value: Tensor, is_causal: bool =
     The same result and gradients as ``scaled_dot_product_attention(query, key, value, attn_mask,
     is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)``, with the same masks and conventions, but
     the (..., Tq, Tk) attention weights are never made: the fused op ``flash_attention``
-    (``minigrad/fused.py``) runs the online softmax over ``block_size`` x ``block_size`` tiles of the scores,
+    (``minigrad/fused/``) runs the online softmax over ``block_size`` x ``block_size`` tiles of the scores,
     keeps one logsumexp per query for backward, and recomputes each tile there. What the graph holds grows
     linearly with the sequence, not with its square; causal, the tiles above the diagonal are skipped.
     demos/flash_attention_lesson.py builds it step by step.

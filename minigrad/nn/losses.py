@@ -25,7 +25,7 @@ exp never overflows, and ``binary_cross_entropy`` clamps its logs at -100, as
 PyTorch does, so p = 0 or 1 gives a finite loss.
 
 Plain (N, C) logits with class ids go through the fused ``cross_entropy``
-primitive (``minigrad/fused.py``), as a language model's flattened logits do.
+primitive (``minigrad/fused/``), as a language model's flattened logits do.
 
 Two differences, on purpose: a mean over targets that are all ignored is 0,
 not PyTorch's NaN (0 / 0); and at p exactly 0 or 1 ``binary_cross_entropy``'s

@@ -1,6 +1,6 @@
 """Every fused op against its composite, and composite mode end to end.
 
-A fused op (``minigrad/fused.py``) carries its definition as runnable code, its
+A fused op (``minigrad/fused/``) carries its definition as runnable code, its
 ``composite`` of core ops. Registry-driven, like ``test_ops_table.py``: every
 fused op, on every sample, must equal its composite in value, gradient and
 second derivative. Then ``composite_mode()`` runs whole models both ways.

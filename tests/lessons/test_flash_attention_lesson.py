@@ -1,6 +1,6 @@
 """The FlashAttention lesson (demos/flash_attention_lesson), run once, cell by cell as Jupyter would run it: its
 counts are pinned, every claim its prose makes about its measurements is checked, and its code is the fused op's:
-``tiled_attention`` equals the composite of ``flash_attention`` (minigrad/fused.py), ``tiles`` the op's tiles and
+``tiled_attention`` equals the composite of ``flash_attention`` (minigrad/fused/), ``tiles`` the op's tiles and
 ``tiled_backward`` the op's VJP, in value and gradient."""
 
 import importlib.util
@@ -12,7 +12,7 @@ from demos_helpers import DEMOS, run_cells
 
 import minigrad as mg
 from minigrad import OPS
-from minigrad.fused import _flash_tiles
+from minigrad.fused.attention import _flash_tiles
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 

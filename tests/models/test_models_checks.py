@@ -93,8 +93,8 @@ def _tiny_gpt():
 def test_a_training_step_checks_its_targets_once(monkeypatch):
     """Forward and backward of a GPT step: the targets' range is read once (by the loss), not in each layer."""
     ranges, ids = [], []
-    check_targets, token_ids = fused._check_targets, layer_checks.token_ids
-    monkeypatch.setattr(fused, "_check_targets", lambda *a: ranges.append(a) or check_targets(*a))
+    check_targets, token_ids = fused.loss._check_targets, layer_checks.token_ids
+    monkeypatch.setattr(fused.loss, "_check_targets", lambda *a: ranges.append(a) or check_targets(*a))
     for module in (layer_checks, checks):  # models/checks.py imported it by name
         monkeypatch.setattr(module, "token_ids", lambda *a, **k: ids.append(a[2] if len(a) > 2 else k.get("who"))
                             or token_ids(*a, **k))

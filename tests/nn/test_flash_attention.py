@@ -127,7 +127,7 @@ def test_a_query_that_may_attend_to_nothing_gets_zeros_not_nan():
 
 
 def test_causal_tiles_above_the_diagonal_are_skipped():
-    from minigrad.fused import _flash_tiles
+    from minigrad.fused.attention import _flash_tiles
 
     full, causal = len(list(_flash_tiles(64, 64, 8, False))), len(list(_flash_tiles(64, 64, 8, True)))
     assert (full, causal) == (64, 36)  # 8 x 8 tiles; causal: the 8 * 9 / 2 on and below the diagonal
