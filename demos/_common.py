@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 import minigrad as mg
-from minigrad import runtime
 from minigrad.files import atomic_write
+from minigrad.kernels import policy
 
 
 def parse_args(argv, demo: str, description: str, pictures: bool = True) -> argparse.Namespace:
@@ -40,8 +40,8 @@ def parse_args(argv, demo: str, description: str, pictures: bool = True) -> argp
     return args
 
 
-def set_threads(say: bool = True, prog: str | None = None) -> runtime.ThreadChoice:
-    """Choose BLAS threads for this run (``minigrad.runtime.set_threads``: measured on the run's own steps).
+def set_threads(say: bool = True, prog: str | None = None) -> policy.ThreadChoice:
+    """Choose BLAS threads for this run (``minigrad/kernels/policy.py``: measured on the run's own steps).
 
     ``say``: print one line with the choice and how to override it, and another
     once the first steps have been timed and whenever a later measurement changes
@@ -49,7 +49,7 @@ def set_threads(say: bool = True, prog: str | None = None) -> runtime.ThreadChoi
     ``MINIGRAD_THREADS`` that is not a thread count is the one-line ``<prog>: error: ...`` and exit code 2.
     """
     try:
-        choice = runtime.set_threads()
+        choice = policy.set_threads()
     except ValueError as err:
         script = Path(sys.argv[0]) if sys.argv and sys.argv[0].endswith(".py") else None
         prog = prog or (f"python -m demos.{script.stem}" if script else "minigrad")  # the command that ran
@@ -58,13 +58,13 @@ def set_threads(say: bool = True, prog: str | None = None) -> runtime.ThreadChoi
     if say:
         count = "as the environment set" if choice.threads is None else f"{choice.threads}"
         print(f"threads: {count} ({choice.reason}; MINIGRAD_THREADS=N to choose)")
-        tuner = runtime.thread_tuner()
-        if tuner is not None and tuner.say is None:
+        tuner = policy.thread_tuner()
+        if tuner is not None and not os.environ.get("MINIGRAD_THREADS_VERBOSE"):
             tuner.say = say_when_the_count_changes(tuner)
     return choice
 
 
-def say_when_the_count_changes(tuner: runtime.ThreadTuner):
+def say_when_the_count_changes(tuner: policy.ThreadTuner):
     """The tuner's ``say``: print its line after the first measurement, and after a later one only if that
     changed the count (a noisy machine is measured again every few hundred steps; most keep the count)."""
     shown = []

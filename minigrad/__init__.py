@@ -20,11 +20,10 @@ and the version counters that let backward see them in ``versions.py``,
 ``call_forms.py`` reads PyTorch's and NumPy's spellings of each method and
 ``mg.`` function and applies the op it means (``x.transpose(0, 1)``, ``x.max(-1)``,
 ``mg.split(...)``), ``creation.py`` and ``random.py`` make tensors (``mg.tensor``,
-``mg.randn(..., generator=g)``), ``dtypes.py`` has PyTorch's dtype names,
-and ``runtime.py`` has the process-wide settings an entry script may choose
-(the default random generator, BLAS threads, malloc), which importing minigrad
-leaves alone (the first ``backward()`` tunes what no script chose;
-``MINIGRAD_AUTOTUNE=0`` leaves them too).
+``mg.randn(..., generator=g)``), and ``dtypes.py`` has PyTorch's dtype names.
+Importing minigrad changes nothing in the process; the first ``backward()``
+sets BLAS threads and glibc's malloc thresholds for a training loop
+(``kernels/policy.py``; ``MINIGRAD_AUTOTUNE=0`` leaves them alone).
 """
 
 from . import call_forms, creation, dtypes, fused, kernels, ops, random

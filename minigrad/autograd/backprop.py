@@ -40,7 +40,7 @@ import contextlib
 
 import numpy as np
 
-from .. import modes, runtime
+from ..kernels import policy
 from ..modes import set_grad_enabled, state
 from ..tensor import OpError, Tensor
 from .anomaly import check_backward
@@ -334,11 +334,8 @@ def backward(tensors, gradient=None, retain_graph: bool | None = None, create_gr
         roots = tensors_given("backward", "tensors", tensors)
         grads = one_per_output("backward", "gradient", roots, gradient, False)
     retain = create_graph if retain_graph is None else retain_graph
-    if not runtime._first_backward_seen:
-        runtime.first_backward()  # a training loop: tune what the demos tune (runtime.py says what, and how to stop it)
     _backpropagate(roots, [_as_grad(g, r) for r, g in zip(roots, grads)], retain, create_graph)
-    if modes.step_clock is not None:
-        modes.step_clock("backward")  # the thread policy's clock, in a loop with no model call (runtime.py)
+    policy.on_backward()  # the speed policy: the first tunes threads and malloc, later ones time steps (policy.py)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, create_graph: bool = False,

@@ -40,8 +40,8 @@ import contextlib
 import numpy as np
 
 from ..modes import enable_grad, is_grad_enabled, state
+from ..random import default_rng
 from ..registry import Op
-from ..runtime import default_rng
 from ..tensor import Tensor
 from ..versions import writes
 from .backprop import grad, toposort

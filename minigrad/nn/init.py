@@ -2,7 +2,7 @@
 
 Every layer that draws random numbers takes an optional ``rng`` (a
 ``np.random.Generator``). Without one it draws from this module's default
-generator (``minigrad/runtime.py``, shared with ``mg.randn``), which
+generator (``minigrad/random.py``, shared with ``mg.randn``), which
 ``minigrad.nn.manual_seed(n)`` or ``minigrad.manual_seed(n)`` re-seeds, so a
 script that calls ``manual_seed`` once gets the same weights (and dropout masks)
 every run. The default generator starts seeded with 0: runs are reproducible out
@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..random import Generator, manual_seed  # noqa: F401  (nn.manual_seed: PyTorch's home for it)
-from ..runtime import default_rng
+from ..random import Generator, default_rng, manual_seed  # noqa: F401  (nn.manual_seed: PyTorch's home for it)
 from ..tensor import Tensor
 from ..versions import bump
 
