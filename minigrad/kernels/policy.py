@@ -3,32 +3,31 @@
 Two process-wide settings pay off in a training loop, and nowhere else:
 
 * **glibc's malloc thresholds** (``tune_malloc``). A training step allocates and
-  frees the same few-megabyte arrays hundreds of times; glibc hands blocks that
-  large back to the kernel when they are freed, so each step page-faults its
-  memory in again. Raised thresholds keep freed blocks for the next step (as
-  PyTorch's caching allocator does); peak memory is unchanged.
+  frees the same few-megabyte arrays hundreds of times; glibc returns blocks that
+  large to the kernel when freed, so each step page-faults its memory in again.
+  Raised thresholds keep freed blocks for the next step, as PyTorch's caching
+  allocator does; peak memory is unchanged.
 * **The BLAS, OpenMP and numba thread pools** (``set_threads``). On idle cores N
-  threads are quicker; beside busy processes every parallel call waits for a time
+  threads are quicker; beside busy processes each parallel call waits for a time
   slice, and N threads can be several times slower than one. "auto" times the
   run's own steps (``ThreadTuner``): a few on 1 thread, a few on N (the affinity
   mask capped by a cgroup CPU quota), keeps the quicker (the fewer unless more are
   10% quicker), and measures again every 500 steps. A step is one ``backward()``
   to the next; with no backward (sampling) the count stays at 1.
 
-When: the demos call ``set_threads()`` at their start; a plain script gets both at
-its first ``backward()`` (``on_backward``, the one hook the engine calls, at the
-end of every backward), since a backward pass means a training loop. ``import
-minigrad`` and forward passes change nothing, but for one thing: once the [fast]
-backend's MKL does the float32 products, NumPy's OpenBLAS keeps one thread, as its
-idle threads would spin against MKL's (``fast_backend_loaded``).
+When: a script's first ``backward()`` does both, since a backward pass means a
+training loop (``on_backward``: the one hook the engine calls, at the end of every
+backward); the demos call ``set_threads()`` at their start, to print the choice.
+``import minigrad`` and forward passes change nothing, but for one thing: once the
+[fast] backend's MKL does the float32 products, NumPy's OpenBLAS keeps one thread,
+as its idle threads would spin against MKL's (``fast_backend_loaded``).
 
-The user's word wins: ``MINIGRAD_THREADS=N`` is the count; an ``OPENBLAS_NUM_THREADS``,
-``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS`` already set is too (the least of them, in
-every pool); and **``MINIGRAD_AUTOTUNE=0`` switches all of this off**: the process
-keeps its malloc settings and pools unless a count is asked for.
-``mg.backend()["process"]`` (``report()``) lists what was changed and why;
-``MINIGRAD_THREADS_VERBOSE=1`` prints each thread decision; ``benchmarks/README.md``
-has what it buys.
+The user's word wins: ``MINIGRAD_THREADS=N`` is the count; so is an
+``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS`` or ``MKL_NUM_THREADS`` already set
+(the least, in every pool); and **``MINIGRAD_AUTOTUNE=0`` switches all of this
+off**: the process keeps its malloc settings and pools unless a count is asked
+for. ``mg.backend()["process"]`` lists what was changed and why;
+``MINIGRAD_THREADS_VERBOSE=1`` prints each thread decision.
 """
 
 from __future__ import annotations
@@ -70,12 +69,12 @@ def on_backward() -> None:
     """Called at the end of every ``backward()``. The first tunes what the demos tune (unless
     ``MINIGRAD_AUTOTUNE=0``); while the thread count is measured, each one ends a step."""
     global _backward_seen
-    if not _backward_seen:
-        _backward_seen = True
-        if autotune() and _malloc is None:
+    if not _backward_seen and autotune():
+        if _malloc is None:
             tune_malloc("at the first backward()")
-        if autotune() and _choice is None:
+        if _choice is None:
             set_threads("auto")
+    _backward_seen = True
     if _tuner is not None:
         _tuner.tick()
 
@@ -108,7 +107,6 @@ def report() -> dict:
             else "off: MINIGRAD_AUTOTUNE=0"}
 
 
-
 def _count(text: str) -> int | None:
     return int(text) if text.isascii() and text.isdigit() and int(text) >= 1 else None
 
@@ -139,43 +137,28 @@ def choose_threads(policy: str | int = "auto") -> ThreadChoice:
     return ThreadChoice(1, f"auto: measuring 1 and {n} threads on the first steps ({how})")
 
 
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-def cpu_quota() -> tuple[float | None, str]:
-    """The CPUs this process's cgroup (v2) may use, quota / period, or None; and where that was read: ``cpu.max``
-    ("200000 100000", or "max 100000": none) in the group of ``/proc/self/cgroup`` and each above it."""
-    groups = _read(os.path.join(PROC, "self", "cgroup"))
-    if groups is None:
-        return None, "no /proc/self/cgroup"
-    limits = []
-    for line in groups.splitlines():
-        if not line.startswith("0::"):
-            continue
-        path = line[3:].strip().lstrip("/")
-        while True:  # from the group up to the root: the least quota wins
-            fields = (_read(os.path.join(CGROUP, path, "cpu.max")) or "").split()
-            if len(fields) == 2 and _count(fields[0]) and _count(fields[1]):
-                limits.append((int(fields[0]) / int(fields[1]), f"cgroup v2 cpu.max {fields[0]} {fields[1]}"))
-            if not path:
-                break
-            path = os.path.dirname(path)
-    return min(limits) if limits else (None, "cgroup: no CPU quota")
-
-
 def usable_cores() -> tuple[int, str]:
-    """How many threads can run at once: the affinity mask (else ``os.cpu_count()``) capped by a cgroup
-    CPU quota; and how that was found."""
+    """How many threads can run at once, and how that was found: the affinity mask (else ``os.cpu_count()``),
+    capped by the CPU quota (quota / period) of the cgroup (v2) in ``/proc/self/cgroup`` or any group above."""
     try:
         n, how = len(os.sched_getaffinity(0)), "CPU affinity"
     except AttributeError:  # macOS, Windows
         n, how = os.cpu_count() or 1, "os.cpu_count() (no affinity mask on this OS)"
-    quota, source = cpu_quota()
+    try:
+        with open(os.path.join(PROC, "self", "cgroup")) as f:
+            groups, quotas = f.read().splitlines(), []
+    except OSError:
+        return n, f"{n} cores by {how}; no /proc/self/cgroup"
+    for parts in (line[3:].strip("/ ").split("/") for line in groups if line.startswith("0::")):
+        for folder in ("/".join(parts[:i]) for i in range(len(parts), -1, -1)):  # the group, then those above
+            try:
+                with open(os.path.join(CGROUP, folder, "cpu.max")) as f:
+                    fields = f.read().split()  # "200000 100000", or "max 100000": no quota
+            except OSError:
+                continue
+            if len(fields) == 2 and _count(fields[0]) and _count(fields[1]):
+                quotas.append((int(fields[0]) / int(fields[1]), f"cgroup v2 cpu.max {fields[0]} {fields[1]}"))
+    quota, source = min(quotas) if quotas else (None, "cgroup: no CPU quota")
     if quota is not None and math.ceil(quota) < n:
         return max(1, math.ceil(quota)), f"{n} cores by {how}, {quota:g} CPUs by the {source}"
     return n, f"{n} cores by {how}; {source}"
