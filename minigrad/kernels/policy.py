@@ -214,9 +214,10 @@ class ThreadTuner:
     The first two steps are warm-up, and the first step after a change of count (its threads waking):
     neither is counted. Each candidate count then runs ``trial`` steps and at least ``trial_seconds``
     of them (or 50 steps); one whose step takes 1.5x the best median so far is given up after that
-    step. The fewest threads within ``tie`` of the quickest median are kept, and every ``recheck``
-    steps the candidates are measured again (the machine's load may have changed). ``clock`` and
-    ``apply(count)`` are for tests.
+    step. The fewest threads within ``tie`` of the quickest median are kept. The candidates are measured
+    again every ``recheck`` steps (the machine's load may have changed), and as soon as the median of
+    the last 3 steps on more than the fewest threads is 1.5x that count's trial median (a noisy trial
+    chose them, or other work started). ``clock`` and ``apply(count)`` are for tests.
     """
 
     def __init__(self, candidates: list[int], cores_reason: str, trial: int = 3, trial_seconds: float = 0.05,
@@ -228,7 +229,8 @@ class ThreadTuner:
         self._start(settle=2)
 
     def _start(self, settle: int) -> None:
-        self.times, self.index, self.steps, self.settle = {n: [] for n in self.candidates}, 0, 0, settle
+        self.times, self.index, self.settle = {n: [] for n in self.candidates}, 0, settle
+        self.steps, self.recent = 0, []
         self._use(self.candidates[0])
 
     def _use(self, n: int) -> None:
@@ -242,9 +244,11 @@ class ThreadTuner:
         if last is None:
             return
         step = now - last
-        if self.index == len(self.candidates):  # the choice is made: measure again after `recheck` steps
-            self.steps += 1
-            if self.steps >= self.recheck:
+        if self.index == len(self.candidates):  # the choice is made: measure again after `recheck` steps, or
+            self.steps, self.recent = self.steps + 1, (self.recent + [step])[-3:]  # when more threads turn slow
+            slower = self.chosen != self.candidates[0] and len(self.recent) == 3 and \
+                _median(self.recent) > 1.5 * self.medians[self.chosen]
+            if self.steps >= self.recheck or slower:
                 self._start(settle=0)
             return
         others = [_median(v) for n, v in self.times.items() if v and n != self.current]
@@ -261,7 +265,7 @@ class ThreadTuner:
         if self.index < len(self.candidates):
             self._use(self.candidates[self.index])
             return
-        medians = {n: _median(v) for n, v in self.times.items() if v}
+        self.medians = medians = {n: _median(v) for n, v in self.times.items() if v}
         best = min(n for n, t in medians.items() if t <= (1 + self.tie) * min(medians.values()))
         self._use(best)
         self.chosen = best

@@ -339,3 +339,17 @@ def test_minigrad_autotune_0_leaves_a_plain_loop_as_it_was():
     assert result["after"]["openblas"].startswith("left as it was")
     if result["gemm"].startswith("mkl"):  # OpenBLAS's pool too: as it started, one thread per core
         assert result["pools"]["openblas"] == policy.usable_cores()[0] or os.cpu_count() == 1
+
+
+def test_more_threads_that_turn_slow_are_measured_again_at_once():
+    # On a busy machine a noisy trial kept 2 threads where 1 ran 5x quicker, for the rest of the run.
+    steps = FakeSteps({1: 0.10, 2: 0.06})
+    tuner = _tuner(steps)
+    steps.run(tuner, 12)
+    assert tuner.chosen == 2 and len(tuner.history) == 1
+    steps.cost = {1: 0.12, 2: 0.50}  # other work starts: two threads now fight it for the cores
+    steps.run(tuner, 12)
+    assert tuner.chosen == 1 and steps.threads == 1 and len(tuner.history) == 2
+    steps.cost = {1: 0.30, 2: 0.90}  # on the fewest threads slower steps say nothing new
+    steps.run(tuner, 40)
+    assert len(tuner.history) == 2
