@@ -21,6 +21,7 @@ import functools
 from collections.abc import Callable
 
 from ..modes import state
+from . import policy
 
 KERNELS: dict[str, Callable] = {}  # name -> kernel; each has .fast, .plain, .compiled, .active (the tests walk this)
 
@@ -37,6 +38,8 @@ def kernel(plain: Callable):
         def run(*args, **kwargs):
             if state.composite:
                 return plain(*args, **kwargs)
+            if policy.deadline is not None:  # the thread policy is trying a count: has this step run too long?
+                policy.past_deadline()
             return run.active(*args, **kwargs)
 
         def first_call(*args, **kwargs):  # the backend is chosen now, once, for every kernel; then run

@@ -51,13 +51,14 @@ class ThreadChoice(NamedTuple):
 
 
 _malloc: str | None = None  # what tune_malloc did
-_openblas: str | None = None  # what fast_backend_loaded did to OpenBLAS
+_openblas: str | None = None  # what _apply did to OpenBLAS beside MKL
 _choice: ThreadChoice | None = None  # the last set_threads choice (the tuner's, once it has measured)
 _tuner = None  # the ThreadTuner while "auto" measures
 _in_force: int | None = None  # the count last put in force
 _limits: list = []  # threadpoolctl's handles on the limits, kept so that they stay in force
 _mkl_products = False  # the [fast] backend's MKL does the float32 products: OpenBLAS keeps one thread
 _backward_seen = False
+deadline: float | None = None  # while the tuner tries a count after a quicker one: when to give it up
 
 
 def autotune() -> bool:
@@ -77,6 +78,13 @@ def on_backward() -> None:
     _backward_seen = True
     if _tuner is not None:
         _tuner.tick()
+
+
+def past_deadline() -> None:
+    """Called by each kernel call while ``deadline`` is set (``kernel.py``): past it, the count on trial
+    is given up for the rest of the step. Beside busy processes a step on 2 threads can take 7 on one."""
+    if _tuner is not None and _tuner.clock() > deadline:
+        _tuner.give_up()
 
 
 def tune_malloc(why: str = "asked for by the script") -> bool:
@@ -134,7 +142,7 @@ def choose_threads(policy: str | int = "auto") -> ThreadChoice:
     n, how = usable_cores()
     if n == 1:
         return ThreadChoice(1, f"auto: one core to run on ({how})")
-    return ThreadChoice(1, f"auto: measuring 1 and {n} threads on the first steps ({how})")
+    return ThreadChoice(1, f"auto: 1 thread until 1 and {n} are timed on the first training steps ({how})")
 
 
 def usable_cores() -> tuple[int, str]:
@@ -171,7 +179,7 @@ def set_threads(policy: str | int = "auto") -> ThreadChoice:
     global _choice, _tuner
     choice = choose_threads(policy)
     _tuner = None
-    if choice.reason.startswith("auto: measuring"):  # (the tuner puts its first count in force)
+    if choice.reason.startswith("auto: 1 thread until"):  # (the tuner puts its first count in force)
         n = usable_cores()[0]
         _tuner = ThreadTuner(sorted({1, n // 2, n} - {0}), choice.reason.split("(", 1)[1].rstrip(")"))
     elif choice.threads is not None:
@@ -213,11 +221,11 @@ class ThreadTuner:
 
     The first two steps are warm-up, and the first step after a change of count (its threads waking):
     neither is counted. Each candidate count then runs ``trial`` steps and at least ``trial_seconds``
-    of them (or 50 steps); one whose step takes 1.5x the best median so far is given up after that
-    step. The fewest threads within ``tie`` of the quickest median are kept. The candidates are measured
-    again every ``recheck`` steps (the machine's load may have changed), and as soon as the median of
-    the last 3 steps on more than the fewest threads is 1.5x that count's trial median (a noisy trial
-    chose them, or other work started). ``clock`` and ``apply(count)`` are for tests.
+    of them (or 50 steps); one tried after another is given up within the step in which it passes
+    1.5x that one's median (``past_deadline``). The fewest threads within ``tie`` of the quickest
+    median are kept. The candidates are measured again every ``recheck`` steps (the load may have
+    changed), and as soon as the median of the last 3 steps on more than the fewest threads is 1.5x
+    their trial median (a noisy trial, or other work started). ``clock``, ``apply(count)``: for tests.
     """
 
     def __init__(self, candidates: list[int], cores_reason: str, trial: int = 3, trial_seconds: float = 0.05,
@@ -225,7 +233,7 @@ class ThreadTuner:
         self.candidates, self.cores_reason, self.trial, self.trial_seconds = candidates, cores_reason, trial, \
             trial_seconds
         self.recheck, self.tie, self.clock, self.apply, self.say = recheck, tie, clock, apply or _apply, say or _say
-        self.chosen, self.history, self.last, self.current = None, [], None, None
+        self.chosen, self.history, self.last, self.current, self.given_up = None, [], None, None, False
         self._start(settle=2)
 
     def _start(self, settle: int) -> None:
@@ -241,6 +249,7 @@ class ThreadTuner:
     def tick(self) -> None:
         now = self.clock()
         last, self.last = self.last, now
+        self._arm(None)
         if last is None:
             return
         step = now - last
@@ -252,19 +261,23 @@ class ThreadTuner:
                 self._start(settle=0)
             return
         others = [_median(v) for n, v in self.times.items() if v and n != self.current]
-        slower = bool(others) and step > 1.5 * min(others)  # settling or not, a step that slow decides
+        slower = self.given_up or bool(others) and step > 1.5 * min(others)  # settling or not, that decides
+        self.given_up = False
         if self.settle and not slower:
             self.settle -= 1
-            return
-        self.settle = 0
-        mine = self.times[self.current]
-        mine.append(step)
-        if not slower and len(mine) < 50 and (len(mine) < self.trial or sum(mine) < self.trial_seconds):
-            return
-        self.index += 1
-        if self.index < len(self.candidates):
-            self._use(self.candidates[self.index])
-            return
+        else:
+            self.settle, mine = 0, self.times[self.current]
+            mine.append(step)
+            if slower or len(mine) >= 50 or len(mine) >= self.trial and sum(mine) >= self.trial_seconds:
+                self.index += 1
+                if self.index == len(self.candidates):
+                    return self._choose()
+                self._use(self.candidates[self.index])
+        others = [_median(v) for n, v in self.times.items() if v and n != self.current]
+        self._arm(now + 1.5 * min(others) if others else None)  # a count tried after another: its deadline
+
+    def _choose(self) -> None:
+        global _choice
         self.medians = medians = {n: _median(v) for n, v in self.times.items() if v}
         best = min(n for n, t in medians.items() if t <= (1 + self.tie) * min(medians.values()))
         self._use(best)
@@ -273,10 +286,22 @@ class ThreadTuner:
         said = "measured quickest" if medians[best] == min(medians.values()) else \
             f"kept, the fewest within {self.tie:.0%} of the quickest"
         self.history.append(f"auto: {best} {said} (median step {timed}; {self.cores_reason})")
-        global _choice
         if _tuner is self:
             _choice = ThreadChoice(best, self.history[-1])
         self.say(self.history[-1])
+
+    def _arm(self, at: float | None) -> None:
+        global deadline
+        self.deadline = at
+        if _tuner is self:
+            deadline = at
+
+    def give_up(self) -> None:
+        """The rest of this step on the quickest count so far; the step then counts as clearly slower."""
+        timed = {n: _median(v) for n, v in self.times.items() if v and n != self.current}
+        self.apply(min(timed, key=timed.get))
+        self.given_up = True
+        self._arm(None)
 
 
 def _median(values: list[float]) -> float:

@@ -61,7 +61,7 @@ def test_pinned_to_four_cores_of_a_sixteen_core_machine_means_four(fake_machine)
     fake_machine("0::/\n", {"cpu.max": "max 100000\n"}, affinity=4)
     assert policy.usable_cores()[0] == 4
     choice = policy.choose_threads("auto")
-    assert choice.threads == 1 and "measuring 1 and 4 threads" in choice.reason
+    assert choice.threads == 1 and "1 and 4 are timed on the first training steps" in choice.reason
 
 
 def test_without_proc_or_affinity_the_plain_rule_is_used_and_said(fake_machine, monkeypatch, tmp_path):
@@ -353,3 +353,24 @@ def test_more_threads_that_turn_slow_are_measured_again_at_once():
     steps.cost = {1: 0.30, 2: 0.90}  # on the fewest threads slower steps say nothing new
     steps.run(tuner, 40)
     assert len(tuner.history) == 2
+
+
+def test_a_count_clearly_slower_is_given_up_within_its_first_step(monkeypatch):
+    # Beside two busy processes a 2-thread step took 1.5 s against 0.2 s on 1 thread: the trial gives 2
+    # threads up at the first kernel call past 1.5x the 1-thread median, and the rest of the step runs on 1.
+    steps = FakeSteps({1: 0.10, 2: 3.0})
+    tuner = _tuner(steps)
+    monkeypatch.setattr(policy, "_tuner", tuner)
+    monkeypatch.setattr(policy, "deadline", None)
+    steps.run(tuner, 5)
+    assert policy.deadline is None  # warm-up and the first count: nothing to compare with yet
+    tuner.tick()  # 2 warm-up steps and 3 timed on 1 thread are over: the first 2-thread step starts
+    assert steps.threads == 2 and policy.deadline == pytest.approx(steps.now + 0.15)
+    steps.now += 0.1
+    mg.ones(2, 3).softmax(-1)  # a kernel call within the deadline: nothing happens
+    assert steps.threads == 2
+    steps.now += 0.1
+    mg.ones(2, 3).softmax(-1)  # past it: back to 1 thread for the rest of the step, and the check disarmed
+    assert steps.threads == 1 and policy.deadline is None
+    tuner.tick()  # the step ends: clearly slower; 1 thread is kept
+    assert tuner.chosen == 1 and steps.applied[-1] == 1 and policy.deadline is None
