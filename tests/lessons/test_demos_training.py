@@ -547,7 +547,7 @@ def test_out_a_folder_with_a_runs_file_names_is_refused_before_writing(text_file
         "my own notes"
 
 
-@pytest.mark.parametrize("value", ["0", "abc", "-2"])
+@pytest.mark.parametrize("value", ["0", "abc", "-2", "\u00b2"])  # (a superscript 2: a digit to str.isdigit)
 def test_a_bad_minigrad_threads_is_one_line_error(text_file, tmp_path, monkeypatch, capsys, value):
     from demos._common import parse_args
 
