@@ -63,15 +63,15 @@ def torch_available() -> bool:
 
 
 def tune_malloc() -> None:
-    """What a training script does (``minigrad.runtime.tune_malloc``), unless MINIGRAD_MALLOC_TUNE=0."""
-    from minigrad.runtime import tune_malloc as tune
+    """What a training script's first backward() does (``minigrad.kernels.policy``), unless MINIGRAD_AUTOTUNE=0."""
+    from minigrad.kernels.policy import tune_malloc as tune
 
     tune()
 
 
 def set_threads() -> None:
-    """What a training script does (``minigrad.runtime.set_threads``): the thread count measured on its own steps."""
-    from minigrad.runtime import set_threads as choose
+    """What a demo does (``minigrad.kernels.policy.set_threads``): the thread count measured on its own steps."""
+    from minigrad.kernels.policy import set_threads as choose
 
     choose()
 
@@ -79,14 +79,14 @@ def set_threads() -> None:
 def worker_env(threads: int, malloc_tune: bool = True, root: str | None = None) -> dict[str, str]:
     """The environment for a measuring subprocess: ours, plus the thread caps.
 
-    A minigrad worker raises glibc's malloc thresholds (``tune_malloc``, below);
-    ``malloc_tune=False`` opts out, for A/B runs. ``root`` is the checkout whose
+    A minigrad worker raises glibc's malloc thresholds (``tune_malloc``, above);
+    ``malloc_tune=False`` opts out (``MINIGRAD_AUTOTUNE=0``), for A/B runs. ``root`` is the checkout whose
     minigrad, models and benchmarks the worker imports (default: this one).
     """
     env = dict(os.environ)
     env.update(thread_env(threads))
-    env["MINIGRAD_THREADS"] = str(threads)  # what minigrad.runtime.set_threads applies (the [fast] pools too)
-    env["MINIGRAD_MALLOC_TUNE"] = "1" if malloc_tune else "0"
+    env["MINIGRAD_THREADS"] = str(threads)  # what minigrad's policy.set_threads applies (the [fast] pools too)
+    env["MINIGRAD_AUTOTUNE"] = "1" if malloc_tune else "0"
     # So `python -m benchmarks...` finds that checkout whatever the working directory.
     root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

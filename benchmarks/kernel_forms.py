@@ -54,9 +54,9 @@ def main() -> None:
     args = p.parse_args()
     _util.pin_threads(args.threads)
     import minigrad as mg
-    from minigrad.kernels import KERNELS
+    from minigrad.kernels import KERNELS, policy
 
-    mg.runtime.set_threads(args.threads)
+    policy.set_threads(args.threads)
     if mg.backend()["backend"] != "numba":
         raise SystemExit(f"no compiled forms to measure: {mg.backend()['why']}")
     from minigrad.kernels import numba_forms

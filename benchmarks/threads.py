@@ -7,9 +7,9 @@
 Each run is a README command in a fresh process, as a user starts it, with one
 of three thread settings:
 
-* **default**: nothing set, so the command's ``runtime.set_threads()`` chooses
-  (``minigrad/runtime.py``: 1 and N threads timed on the first steps, the
-  quicker kept, timed again when the step time drifts);
+* **default**: nothing set, so the command's ``set_threads()`` chooses
+  (``minigrad/kernels/policy.py``: 1 and N threads timed on the first steps,
+  the quicker kept, timed again every 500 steps);
 * **1 thread** and **all cores**: ``MINIGRAD_THREADS=1`` / ``=<cores>``.
 
 The workloads (``--work``), each measured as the work it does per second:
@@ -157,7 +157,7 @@ def round_order(names: list[str], r: int) -> list[str]:
 
 
 def _util_cores() -> int:
-    from minigrad.runtime import usable_cores
+    from minigrad.kernels.policy import usable_cores
 
     return usable_cores()[0]
 

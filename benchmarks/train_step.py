@@ -5,14 +5,14 @@
     python -m benchmarks.train_step --profile            # cProfile one minigrad M step
     python -m benchmarks.train_step --quick              # a tiny config, a few steps (seconds)
     python -m benchmarks.train_step --configs M --handwritten   # + a hand-written NumPy step: the floor
-    python -m benchmarks.train_step --configs M --plain  # + a user's own loop, with no minigrad.runtime call
+    python -m benchmarks.train_step --configs M --plain  # + a user's own loop, calling nothing but the model
     python -m benchmarks.train_step --configs M --plain --plain-user-threads  # ... in a shell exporting OMP_NUM_THREADS
 
 ``--plain`` adds a contender that is a learner's own script: the same model and
-AdamW, forward/backward/step, and no ``minigrad.runtime`` call and no
-``MINIGRAD_MALLOC_TUNE`` / ``MINIGRAD_AUTOTUNE`` in its environment (the thread
-count is fixed for every worker alike). Whatever the demos' start-up buys, it
-must get by itself (at its first ``backward()``: ``minigrad/runtime.py``).
+AdamW, forward/backward/step, no ``set_threads`` / ``tune_malloc`` call and no
+``MINIGRAD_AUTOTUNE`` in its environment (the thread count is fixed for every
+worker alike). Whatever the demos' start-up buys, it must get by itself (at its
+first ``backward()``: ``minigrad/kernels/policy.py``).
 
 ``--handwritten`` adds a third contender, ``numpy_gpt.NumpyGPT``: the same model's
 forward, backward and AdamW written out in plain NumPy, with no engine at all.
@@ -497,7 +497,7 @@ def measure(cfg: Config, contenders: list[str], args) -> dict:
             env = {"MINIGRAD_BACKEND": "numpy"} if name == "minigrad+numpy" else None
             plain = ["--plain-script"] if name == "minigrad+plain" else []
             if plain:
-                env = {"MINIGRAD_MALLOC_TUNE": "", "MINIGRAD_AUTOTUNE": ""}  # nothing set: what a user's shell has
+                env = {"MINIGRAD_AUTOTUNE": ""}  # nothing set: what a user's shell has
                 if args.plain_user_threads:
                     env["MINIGRAD_THREADS"] = ""  # (the BLAS / OpenMP variables stay: the count is the user's)
             workers.append(_util.Worker("benchmarks.train_step", kind, options + plain, args.threads, tuned,
@@ -543,7 +543,7 @@ def report(result: dict, show_census: bool) -> str:
         matmul_share = _util.median([s["matmul"] / s["step"] for s in measured])
         matmul_calls = measured[0]["matmul_calls"]
         dtypes = set(d for s in steps for d in s["dtypes"])
-        label = info["label"] + {"minigrad+untuned": " (MINIGRAD_MALLOC_TUNE=0)", "minigrad+plain": "",
+        label = info["label"] + {"minigrad+untuned": " (MINIGRAD_AUTOTUNE=0)", "minigrad+plain": "",
                                  "minigrad+numpy": " (MINIGRAD_BACKEND=numpy)",
                                  "minigrad+baseline": " (--baseline)"}.get(name, "")
         if dtypes != {"float32"}:
@@ -726,10 +726,10 @@ def parse_args(argv=None):
     p.add_argument("--ab-backend", action="store_true",
                    help="also run minigrad with MINIGRAD_BACKEND=numpy (the [fast] backend against the default)")
     p.add_argument("--ab-malloc", action="store_true",
-                   help="add a third worker: minigrad without its malloc tuning (MINIGRAD_MALLOC_TUNE=0)")
+                   help="add a third worker: minigrad without its malloc tuning (MINIGRAD_AUTOTUNE=0)")
     p.add_argument("--plain", action="store_true",
                    help="add a worker running a user's own loop: models.GPT, AdamW, forward/backward/step, and no "
-                        "minigrad.runtime call (what it gets, it gets from the first backward())")
+                        "set_threads or tune_malloc call (what it gets, it gets from the first backward())")
     p.add_argument("--plain-user-threads", action="store_true",
                    help="the --plain worker without MINIGRAD_THREADS: only OPENBLAS_/OMP_/MKL_NUM_THREADS=N, as a "
                         "user's shell that exports them has")

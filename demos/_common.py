@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 import minigrad as mg
-from minigrad import runtime
 from minigrad.files import atomic_write
+from minigrad.kernels import policy
 
 
 def parse_args(argv, demo: str, description: str, pictures: bool = True) -> argparse.Namespace:
@@ -40,8 +40,8 @@ def parse_args(argv, demo: str, description: str, pictures: bool = True) -> argp
     return args
 
 
-def set_threads(say: bool = True, prog: str | None = None) -> runtime.ThreadChoice:
-    """Choose BLAS threads for this run (``minigrad.runtime.set_threads``: measured on the run's own steps).
+def set_threads(say: bool = True, prog: str | None = None) -> policy.ThreadChoice:
+    """Choose BLAS threads for this run (``minigrad/kernels/policy.py``: measured on the run's own steps).
 
     ``say``: print one line with the choice and how to override it, and another
     once the first steps have been timed and whenever a later measurement changes
@@ -49,7 +49,7 @@ def set_threads(say: bool = True, prog: str | None = None) -> runtime.ThreadChoi
     ``MINIGRAD_THREADS`` that is not a thread count is the one-line ``<prog>: error: ...`` and exit code 2.
     """
     try:
-        choice = runtime.set_threads()
+        choice = policy.set_threads()
     except ValueError as err:
         script = Path(sys.argv[0]) if sys.argv and sys.argv[0].endswith(".py") else None
         prog = prog or (f"python -m demos.{script.stem}" if script else "minigrad")  # the command that ran
@@ -61,8 +61,8 @@ def set_threads(say: bool = True, prog: str | None = None) -> runtime.ThreadChoi
         if compiles_this_run():
             print("backend: numba compiles the [fast] backend's kernels on this first run (some seconds, in the "
                   "first steps); they are cached for later runs")
-        tuner = runtime.thread_tuner()
-        if tuner is not None and tuner.say is None:
+        tuner = policy.thread_tuner()
+        if tuner is not None and not os.environ.get("MINIGRAD_THREADS_VERBOSE"):
             tuner.say = say_when_the_count_changes(tuner)
     return choice
 
@@ -82,7 +82,7 @@ def compiles_this_run() -> bool:
     return not any(Path(folder).glob("numba_forms.*.nbi"))
 
 
-def say_when_the_count_changes(tuner: runtime.ThreadTuner):
+def say_when_the_count_changes(tuner: policy.ThreadTuner):
     """The tuner's ``say``: print its line after the first measurement, and after a later one only if that
     changed the count (a noisy machine is measured again every few hundred steps; most keep the count)."""
     shown = []

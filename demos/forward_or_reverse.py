@@ -34,7 +34,8 @@ import numpy as np
 
 import minigrad as mg
 from demos._common import counting_matmul_flops, out_folder, show
-from minigrad import nn, runtime
+from minigrad import nn
+from minigrad.kernels import policy
 from minigrad.nn import functional as F
 
 parser = argparse.ArgumentParser(prog="python -m demos.forward_or_reverse",
@@ -45,7 +46,7 @@ parser.add_argument("--repeats", type=int, default=5, help="runs per timing; the
 args, _ = parser.parse_known_args()
 if args.repeats < 1:
     parser.error("--repeats must be at least 1")
-runtime.set_threads(1)  # (MINIGRAD_THREADS=N still overrides it)
+policy.set_threads(1)  # (MINIGRAD_THREADS=N still overrides it)
 
 
 def central_differences(fn, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:

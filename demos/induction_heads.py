@@ -51,7 +51,7 @@ import numpy as np
 
 import minigrad as mg
 from demos._common import check_model_sizes, pyplot, save_figure, set_threads
-from minigrad import nn, optim, runtime
+from minigrad import nn, optim
 from minigrad.nn import functional as F
 
 
@@ -143,7 +143,6 @@ def parse_args(argv) -> argparse.Namespace:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    runtime.tune_malloc()  # a training loop: keep its freed arrays in the process (minigrad/runtime.py)
     set_threads()  # BLAS threads: timed on the first steps, the quicker count kept (demos/_common.py)
     rng = np.random.default_rng(args.seed)
     lengths = np.arange(args.half // 2, 3 * args.half // 2 + 1)  # training halves vary: see the module docstring

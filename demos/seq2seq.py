@@ -32,7 +32,7 @@ import numpy as np
 
 import minigrad as mg
 from demos._common import check_model_sizes, pyplot, save_figure, set_threads
-from minigrad import optim, runtime
+from minigrad import optim
 from models.seq2seq import Seq2Seq, Seq2SeqConfig
 
 PAD, BOS, EOS = 0, 1, 2  # special tokens; digit d is token d + 3
@@ -113,7 +113,6 @@ def parse_args(argv) -> argparse.Namespace:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    runtime.tune_malloc()  # a training loop: keep its freed arrays in the process (minigrad/runtime.py)
     set_threads()  # BLAS threads: timed on the first steps, the quicker count kept (demos/_common.py)
     rng = np.random.default_rng(args.seed)
     config = Seq2SeqConfig(src_vocab_size=VOCAB_SIZE, tgt_vocab_size=VOCAB_SIZE, block_size=args.max_len + 1,

@@ -78,7 +78,7 @@ from demos.charlm_run import (
     save_checkpoint,
     write_metrics,
 )
-from minigrad import optim, runtime
+from minigrad import optim
 from models.tokenizer import TokenizerError
 
 # --------------------------------------------------------------------------------------
@@ -355,8 +355,7 @@ def main(argv: list[str] | None = None) -> dict:
     """Train (or resume) a run; returns its metrics. Bad input: a one-line error and SystemExit(2)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
-    set_threads(prog=PROG)  # BLAS threads: measured on the first steps (demos/_common.py, minigrad/runtime.py)
-    runtime.tune_malloc()  # a training loop: keep its freed arrays in the process (minigrad/runtime.py)
+    set_threads(prog=PROG)  # BLAS threads: measured on the first steps (demos/_common.py, minigrad/kernels/policy.py)
     try:
         if args.stop_after is not None and args.stop_after < 1:
             raise UsageError(f"--stop-after must be at least 1, got {args.stop_after}")

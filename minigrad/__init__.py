@@ -20,10 +20,9 @@ and the version counters that let backward see them in ``versions.py``,
 the package ``dialect/`` reads PyTorch's spellings of each method and
 ``mg.`` function and applies the op it means (``x.transpose(0, 1)``, ``x.max(-1)``,
 ``mg.split(...)``), one file a concern (reductions, shapes, creation, random,
-dtypes...), and ``runtime.py`` has the process-wide settings an entry script may choose
-(the default random generator, BLAS threads, malloc), which importing minigrad
-leaves alone (the first ``backward()`` tunes what no script chose;
-``MINIGRAD_AUTOTUNE=0`` leaves them too).
+dtypes...). Importing minigrad changes nothing in the process; the first ``backward()``
+sets BLAS threads and glibc's malloc thresholds for a training loop
+(``kernels/policy.py``; ``MINIGRAD_AUTOTUNE=0`` leaves them alone).
 """
 
 from . import dialect, fused, kernels, ops

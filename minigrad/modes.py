@@ -165,10 +165,6 @@ class ModuleCall(NamedTuple):
 _call_numbers = itertools.count()
 
 
-step_clock = None  # runtime.ThreadTuner.tick while the "auto" thread policy measures (minigrad/runtime.py)
-step_deadline = None  # while the policy tries more threads for a step: a check each kernel call makes (kernel.py)
-
-
 class module_scope:
     """Mark ops run inside ``module``'s forward (nn.Module does this); viz draws each call as a cluster.
 
@@ -180,8 +176,6 @@ class module_scope:
 
     def __enter__(self):
         self.prev = state.scope
-        if not self.prev and step_clock is not None:
-            step_clock()  # a top-level model call starts a step: runtime's thread policy times steps so
         state.scope = self.prev + (ModuleCall(self.module, next(_call_numbers)),)
 
     def __exit__(self, *exc):

@@ -18,7 +18,7 @@ settings.register_profile("fast", max_examples=8, deadline=None, print_blob=True
 settings.register_profile("ci", max_examples=300, deadline=None, print_blob=True, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("MINIGRAD_HYPOTHESIS_PROFILE", "fast"))
-os.environ.setdefault("MINIGRAD_AUTOTUNE", "0")  # no thread counts chosen by timing inside the tests (runtime.py)
+os.environ.setdefault("MINIGRAD_AUTOTUNE", "0")  # no thread counts chosen by timing in the tests (kernels/policy.py)
 
 # The [fast] backend, when installed, is chosen at the first kernel call; choose it now, so the tests that
 # hold the compiled forms to their plain ones see them when they are collected (``KERNELS[...].compiled``).

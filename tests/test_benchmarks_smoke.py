@@ -100,7 +100,7 @@ def test_train_step_plain_script_worker_is_compared_with_the_demos_step():
 @pytest.mark.skipif(not HAS_TORCH, reason="torch not installed (pip install torch==2.13.0)")
 def test_train_step_against_torch():
     out = run("benchmarks.train_step", "--quick", "--ab-malloc")
-    untuned = "(MINIGRAD_MALLOC_TUNE=0)"
+    untuned = "(MINIGRAD_AUTOTUNE=0)"
     table_row(out, f"models.GPT {untuned}")
     minigrad = table_row(out, "models.GPT")
     torch_row = table_row(out, "torch")

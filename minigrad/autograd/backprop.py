@@ -18,7 +18,7 @@ import contextlib
 
 import numpy as np
 
-from .. import runtime
+from ..kernels import policy
 from ..modes import set_grad_enabled, state
 from ..tensor import OpError, Tensor
 from ..versions import owner
@@ -204,8 +204,8 @@ def backward(tensors, gradient=None, retain_graph: bool | None = None, create_gr
         roots = tensors_given("backward", "tensors", tensors)
         grads = one_per_output("backward", "gradient", roots, gradient, False)
     retain = create_graph if retain_graph is None else retain_graph
-    runtime.first_backward()  # the speed appendix's one hook: a training loop (runtime.py says what it tunes)
     _backpropagate(roots, [_as_grad(g, r) for r, g in zip(roots, grads)], retain, create_graph)
+    policy.on_backward()  # the speed policy: the first tunes threads and malloc, later ones time steps (policy.py)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None, create_graph: bool = False,

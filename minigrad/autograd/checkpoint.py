@@ -48,9 +48,9 @@ import types
 
 import numpy as np
 
+from ..dialect.random import default_rng
 from ..modes import enable_grad, is_grad_enabled, module_scope, state
 from ..registry import Op, record
-from ..runtime import default_rng
 from ..tensor import Tensor
 from .backprop import grad
 

@@ -4,8 +4,8 @@
 Every draw minigrad makes comes from a generator: the one passed as
 ``generator=`` (a ``mg.Generator``, or a ``np.random.Generator``; ``rng=`` is the
 same argument under NumPy's name), else the default generator, which
-``mg.manual_seed(n)`` re-seeds (it lives in ``runtime.py``, and the layer
-initialisers and dropout draw from it too). So a script that seeds once, or
+``mg.manual_seed(n)`` re-seeds (``default_rng()``; the layer initialisers and
+dropout draw from it too). So a script that seeds once, or
 passes its own ``Generator``, gets the same numbers every run, as in PyTorch.
 
 The numbers are NumPy's (a PCG64 stream), not PyTorch's: the same seed gives
@@ -24,7 +24,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import inplace as _inplace
-from .. import runtime
 from ..tensor import OpError, Tensor
 from .creation import check_device
 from .dtypes import as_dtype
@@ -57,19 +56,28 @@ class Generator:
         return self
 
 
+_default = np.random.default_rng(0)  # seeded, so that runs are reproducible out of the box
+
+
+def default_rng() -> np.random.Generator:
+    """The default generator's NumPy generator: what a draw given no ``generator=`` / ``rng=`` uses."""
+    return _default
+
+
 class _DefaultGenerator(Generator):
-    """The process's default generator: ``runtime.py``'s, which ``mg.manual_seed`` re-seeds."""
+    """The process's default generator (``default_rng()``), which ``mg.manual_seed`` re-seeds."""
 
     def __init__(self):
         pass
 
     def manual_seed(self, seed: int) -> Generator:
-        runtime.manual_seed(seed_value(seed, "manual_seed"))
+        global _default
+        _default = np.random.default_rng(seed_value(seed, "manual_seed"))
         return self
 
     @property
     def numpy(self) -> np.random.Generator:
-        return runtime.default_rng()
+        return _default
 
 
 default_generator = _DefaultGenerator()
@@ -96,7 +104,7 @@ def numpy_rng(generator=None, rng=None, who: str = "random") -> np.random.Genera
         raise TypeError(f"{who}: pass generator= or rng=, not both (they are the same argument)")
     chosen = generator if generator is not None else rng
     if chosen is None:
-        return runtime.default_rng()
+        return _default
     if isinstance(chosen, Generator):
         return chosen.numpy
     if isinstance(chosen, np.random.Generator):

@@ -7,9 +7,12 @@ Read in this order:
 * ``numpy_forms.py``: every kernel's NumPy form and its plain twin;
 * ``numba_forms.py``, ``mkl_blas.py``: the optional [fast] backend's compiled
   forms (numba loops, MKL's GEMM);
-* ``backend.py``: which form each kernel runs, chosen once, at the first kernel call.
+* ``backend.py``: which form each kernel runs, chosen once, at the first kernel call;
+* ``policy.py``: what minigrad changes in the process to train faster (BLAS threads,
+  glibc's malloc thresholds), when, and how to switch it off (``MINIGRAD_AUTOTUNE=0``).
 
-``ops.py``, ``fused/`` and ``optim/adam.py`` call the kernels below by name.
+``ops.py``, ``fused/`` and ``optim/adam.py`` call the kernels below by name;
+``backward()`` calls ``policy.on_backward()``, the policy's one hook.
 """
 
 from . import backend

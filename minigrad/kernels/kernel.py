@@ -10,7 +10,7 @@ A kernel has up to three forms of one function:
 
 ``.active`` is the form a call runs outside composite mode: ``.fast``, or
 ``.compiled`` once ``backend.py`` has given one. The backend is chosen at the
-first kernel call (or ``mg.backend()``, or ``runtime.set_threads``), not at
+first kernel call (or ``mg.backend()``), not at
 import: ``import minigrad`` loads no optional library. ``KERNELS`` lists them
 all by name; the tests walk it, so a kernel added without a test fails them.
 """
@@ -20,8 +20,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from .. import modes
 from ..modes import state
+from . import policy
 
 KERNELS: dict[str, Callable] = {}  # name -> kernel; each has .fast, .plain, .compiled, .active (the tests walk this)
 
@@ -38,8 +38,8 @@ def kernel(plain: Callable):
         def run(*args, **kwargs):
             if state.composite:
                 return plain(*args, **kwargs)
-            if modes.step_deadline is not None:  # the thread policy is trying a count: has it run too long?
-                modes.step_deadline()
+            if policy.deadline is not None:  # the thread policy is trying a count: has this step run too long?
+                policy.past_deadline()
             return run.active(*args, **kwargs)
 
         def first_call(*args, **kwargs):  # the backend is chosen now, once, for every kernel; then run

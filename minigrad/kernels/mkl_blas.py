@@ -35,7 +35,6 @@ holds everywhere."""
 from __future__ import annotations
 
 import ctypes
-import functools
 import math
 import time
 
@@ -104,7 +103,6 @@ def load(path: str) -> None:
         caller.disable_compile()  # (another layout is converted to "A", not compiled again)
     lib.MKL_Get_Max_Threads.restype = ctypes.c_int
     lib.MKL_Get_Max_Threads()  # loads MKL's threading layer (and libgomp) now, where thread limits can see it
-    lib.MKL_Set_Num_Threads_Local.restype = ctypes.c_int
     _lib = lib
 
 
@@ -394,20 +392,11 @@ def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
 # Which path each product takes: measured, once per shape, the first time it is seen
 # --------------------------------------------------------------------------------------
 
-_GIVE_UP = 3  # timed on more threads than in force, an MKL run this many times NumPy's quickest ends the widening
 TRIES = 5  # timed runs of each path when a shape is first seen, after one untimed each; the quickest run wins
 # shape key -> "mkl" | "numpy" (``minigrad.backend()`` lists them). One table, whatever the thread count: MKL's
-# products round alike on 1 and 2 threads but not like NumPy's, so a shape that changed path with the count
-# would change the numbers, and a run resumed from a checkpoint (whose thread trial falls on other steps)
-# would no longer compute what the uninterrupted run did.
+# products round unlike NumPy's, so a shape that changed path with the count would change the numbers, and a
+# run resumed from a checkpoint would no longer compute what the uninterrupted run did.
 chosen: dict[tuple, str] = {}
-# The count MKL's path is timed at when a shape is first seen, or None: the count in force. The thread policy
-# (``runtime.set_threads``) sets it to the most threads it may try, until its first choice: NumPy's path runs
-# on one thread under [fast] whatever the count, MKL's on all of them, so a shape timed on one thread (the
-# policy's first count) may go to NumPy and leave the second core idle when the policy then measures two
-# threads, and keeps one.
-timing_threads: int | None = None
-given_up: list[tuple] = []  # the shapes whose MKL runs on timing_threads were _GIVE_UP times NumPy's
 
 
 def _key(name: str, a: np.ndarray, b: np.ndarray, bias) -> tuple:
@@ -438,53 +427,26 @@ def _quicker(key: tuple, on_mkl, on_numpy):
     """``on_mkl()`` or ``on_numpy()``, whichever was measured quicker for ``key``.
 
     The first time a shape is seen, each path runs once untimed (a first call pays for buffers and
-    code paths set up once), then ``TRIES`` times each, alternately, timed; the path with the
-    quickest run wins, and its result is returned, so that from its first call on a shape has one
-    rounding (a run resumed from a checkpoint then computes what the uninterrupted run did). MKL's
-    timed runs are on ``timing_threads`` threads when it is set (its products round alike on any
-    count); one that takes ``_GIVE_UP`` times NumPy's quickest means those threads are not free
-    now: NumPy's path is kept, and after two such shapes later ones are timed on the count in force.
-
-    Why the quickest run, not the median: MKL's first few calls at a new shape are slow, often
-    slower than NumPy's, before it settles well below (``benchmarks/README.md``), and a step
-    repeats its products many times, warm. The quickest run is the warm speed, and a run
-    disturbed by other work only ever reads slower.
+    code paths set up once), then ``TRIES`` times each, alternately, timed, on the thread count in
+    force; the path with the quickest run wins for good, and its result is returned, so that from
+    its first call on a shape has one rounding. The quickest run, not the median: MKL's first calls
+    at a new shape are slow before it settles, a step repeats its products warm, and a run disturbed
+    by other work only ever reads slower.
     """
-    global timing_threads
     choice = chosen.get(key)
     if choice == "numpy":
         return on_numpy()
     if choice == "mkl":
         return on_mkl()
     times, out = {"mkl": [], "numpy": []}, {}
-    on_mkl(), on_numpy()  # (on the count in force: what is set up once per shape, cheaply)
-    wider = timing_threads is not None  # (set only where MKL is loaded: runtime._time_products_at)
-    if wider:
-        on_mkl = functools.partial(_at_threads, timing_threads, on_mkl)
+    on_mkl(), on_numpy()
     for _ in range(TRIES):
         for name, call in (("numpy", on_numpy), ("mkl", on_mkl)):
             start = time.perf_counter()
             out[name] = call()
             times[name].append(time.perf_counter() - start)
-        if wider and times["mkl"][-1] > _GIVE_UP * min(times["numpy"]):
-            # Beside busy cores each call on more threads than are free waits for a time slice: one such run says
-            # enough for this shape (NumPy's path), and a second shape's for the shapes after it (timed on the
-            # count in force; one could be a noisy machine's hiccup).
-            given_up.append(key)
-            if len(given_up) >= 2:
-                timing_threads = None
-            break
     chosen[key] = min(times, key=lambda path: min(times[path]))
     return out[chosen[key]]
-
-
-def _at_threads(threads: int, call):
-    """``call()`` with MKL on ``threads`` threads in this thread (its local setting), then as it was."""
-    previous = _lib.MKL_Set_Num_Threads_Local(threads)
-    try:
-        return call()
-    finally:
-        _lib.MKL_Set_Num_Threads_Local(previous)
 
 
 def install(kernels: dict) -> None:

@@ -2,7 +2,7 @@
 
 Every layer that draws random numbers takes an optional ``rng`` (a
 ``np.random.Generator``). Without one it draws from this module's default
-generator (``minigrad/runtime.py``, shared with ``mg.randn``), which
+generator (``minigrad/dialect/random.py``, shared with ``mg.randn``), which
 ``minigrad.nn.manual_seed(n)`` or ``minigrad.manual_seed(n)`` re-seeds, so a
 script that calls ``manual_seed`` once gets the same weights (and dropout masks)
 every run. The default generator starts seeded with 0: runs are reproducible out
@@ -23,8 +23,7 @@ import warnings
 
 import numpy as np
 
-from ..dialect.random import Generator, manual_seed, normal_check, uniform_check  # noqa: F401  (nn.manual_seed)
-from ..runtime import default_rng
+from ..dialect.random import Generator, default_rng, manual_seed, normal_check, uniform_check  # noqa: F401
 from ..tensor import Tensor
 from ..versions import bump
 

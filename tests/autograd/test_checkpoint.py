@@ -72,11 +72,11 @@ def test_checkpoint_replays_dropout_masks_from_the_default_and_given_generators(
     want = mg.grad((plain * plain).sum(), [x, W1])
     mg.manual_seed(1)
     mg.randn(3), own.random()  # the generators elsewhere now; backward must not move them
-    before_backward = (mg.runtime.default_rng().bit_generator.state, own.bit_generator.state)
+    before_backward = (mg.random.default_rng().bit_generator.state, own.bit_generator.state)
     got = mg.grad((y * y).sum(), [x, W1])
     for a, b in zip(want, got):  # the same masks on the recomputation: the same gradient
         np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-13)
-    assert (mg.runtime.default_rng().bit_generator.state, own.bit_generator.state) == before_backward
+    assert (mg.random.default_rng().bit_generator.state, own.bit_generator.state) == before_backward
     assert after[0].shape == (3,)
 
 

@@ -101,10 +101,10 @@ STEP = """
 import json, sys
 import numpy as np
 import minigrad as mg
-from minigrad import runtime
+from minigrad.kernels import policy
 from minigrad.optim import AdamW
 from models.gpt import GPT, GPTConfig
-choice = runtime.set_threads(2)
+choice = policy.set_threads(2)
 model = GPT(GPTConfig(vocab_size=65, block_size=32, n_layer=2, n_head=4, d_model=64, d_ff=256, dropout=0.0,
                       bias=True, tie_weights=True, gelu_approximate="tanh"), seed=0)
 opt = AdamW(list(model.parameters()), lr=1e-3)
@@ -117,7 +117,7 @@ for _ in range(3):
     opt.step()
     opt.zero_grad()
     losses.append(float(loss.item()))
-pools = runtime.thread_pools()
+pools = mg.backend()["thread_pools"]
 print(json.dumps({"backend": mg.backend()["backend"], "gemm": mg.backend()["gemm"], "losses": losses,
                   "pools": [{k: p.get(k) for k in ("internal_api", "user_api", "num_threads", "filepath",
                                                    "threading_layer")} for p in pools]}))

@@ -452,7 +452,6 @@ def test_each_product_shape_takes_the_path_measured_quicker_the_first_time_it_is
 
     monkeypatch.setattr(mkl_blas, "_call_sgemm", timed_gemm)
     monkeypatch.setattr(mkl_blas, "chosen", {})
-    monkeypatch.setattr(mkl_blas, "timing_threads", None)  # (timed on the count in force, whatever ran before)
     rng = np.random.default_rng(0)
     a = rng.standard_normal((1000, 64)).astype(np.float32)
     for n, quicker in ((128, "numpy"), (512, "mkl")):
@@ -486,7 +485,6 @@ def test_a_product_is_judged_by_its_quickest_run(monkeypatch):
     monkeypatch.setattr(mkl_blas.time, "perf_counter", lambda: clock[0])
     monkeypatch.setattr(mkl_blas, "chosen", {})
     monkeypatch.setattr(mkl_blas, "TRIES", 5)
-    monkeypatch.setattr(mkl_blas, "timing_threads", None)
 
     def on_mkl():
         clock[0] += next(mkl_costs)
@@ -550,117 +548,26 @@ def test_mkl_reads_read_only_and_misaligned_operands():
 def test_a_change_of_thread_count_keeps_each_shapes_product_path(monkeypatch):
     # MKL's products round alike on 1 and 2 threads, but not like NumPy's: a shape that switched path with the
     # count would change the numbers, and a resumed run (its thread trial on other steps) would not compute
-    # what the uninterrupted run did (tests/lessons/test_demos_training.py's resume tests caught it).
-    from minigrad import runtime
-    from minigrad.kernels import mkl_blas
-
-    monkeypatch.setattr(mkl_blas, "chosen", {("a",): "numpy", ("b",): "mkl"})
-    monkeypatch.setattr(runtime, "_limits", [])
-    monkeypatch.setattr(runtime, "_set_numba_threads", lambda threads: None)  # (the real pools stay as they are)
-    limit = type("Limit", (), {"restore_original_limits": lambda self: None})()
-    monkeypatch.setattr(runtime, "_controller", type("Pools", (), {"limit": lambda self, limits: limit,
-                                                                     "select": lambda self, **kw: self})())
-    for threads in (2, 1, 3):
-        runtime._apply(threads)
-        assert mkl_blas.chosen == {("a",): "numpy", ("b",): "mkl"}
-    rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((64, 96), np.float32), rng.standard_normal((96, 48), np.float32)
+    # what the uninterrupted run did.
     from threadpoolctl import threadpool_limits
 
-    products = []
-    for threads in (1, 2):
-        with threadpool_limits(threads, user_api="blas"):
-            products.append(mkl_blas.matmul(a, b))
-    np.testing.assert_array_equal(products[0], products[1])  # what makes one path per shape enough
-
-
-@pytest.mark.skipif(KERNELS["matmul"].compiled is None, reason="no MKL (the [fast] extra, on x86-64 Linux)")
-def test_a_new_product_shape_is_timed_on_mkl_at_the_most_threads_the_thread_policy_may_keep(monkeypatch):
-    # Timed on the policy's first count (1 thread), shapes went to NumPy's one-thread OpenBLAS, and the
-    # policy's 2-thread steps then ran slower than MINIGRAD_THREADS=2's: it kept 1 thread on an idle
-    # machine where 2 train faster.
-    from minigrad import runtime
     from minigrad.kernels import mkl_blas
 
-    real, asked, found = mkl_blas._lib, [], []
-
-    class Lib:  # MKL, with its thread-local count setter watched
-        def MKL_Set_Num_Threads_Local(self, threads):
-            asked.append(threads)
-            found.append(real.MKL_Set_Num_Threads_Local(threads))
-            return found[-1]
-
-    monkeypatch.setattr(mkl_blas, "_lib", Lib())
     monkeypatch.setattr(mkl_blas, "chosen", {})
-    monkeypatch.setattr(mkl_blas, "timing_threads", 2)
-    monkeypatch.setattr(mkl_blas, "_GIVE_UP", math.inf)  # (a busy machine's slow run would end it early)
     rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((256, 128), np.float32), rng.standard_normal((128, 192), np.float32)
-    got = KERNELS["matmul"].compiled(a, b)
-    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-4)
-    assert len(mkl_blas.chosen) == 1 and asked[0::2] == [2] * mkl_blas.TRIES  # each timed MKL run on 2 threads,
-    assert asked[1::2] == found[0::2]  # each followed by putting back the count it found
-    asked.clear()
-    KERNELS["matmul"].compiled(a, b)
-    assert asked == []  # a shape already timed runs on the count in force
-
-    monkeypatch.setattr(runtime, "usable_cores", lambda: (4, "4 cores (a test)"))
-    monkeypatch.delenv("MINIGRAD_THREADS", raising=False)
-    for name in runtime.USER_THREAD_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(runtime, "_apply", lambda threads: None)
-    monkeypatch.setattr(runtime, "_set_numba_threads", lambda threads: None)
-    from minigrad import modes
-
-    for name in ("_choice", "_controller", "_tuner"):  # (put back as they were when the test ends)
-        monkeypatch.setattr(runtime, name, getattr(runtime, name))
-    monkeypatch.setattr(modes, "step_clock", modes.step_clock)
-    runtime.set_threads("auto")
-    assert mkl_blas.timing_threads == 4  # the most the tuner may keep
-    tuner, clock = runtime.thread_tuner(), [0.0]
-    tuner.clock, tuner.apply = (lambda: clock[0]), (lambda count: None)
-    while tuner.chosen is None:
-        tuner.tick()
-        clock[0] += 0.1
-    assert mkl_blas.timing_threads is None  # its first choice made: later shapes on the count in force
-    runtime.set_threads(1)
-    assert mkl_blas.timing_threads is None  # a fixed count: timed on the count in force
-
-
-def test_timing_on_more_threads_gives_up_where_they_are_not_free(monkeypatch):
-    # Beside a busy process each MKL run on 2 threads waited for a time slice: timing every new shape there
-    # made the demo's first step several times as long. One slow run ends a shape's timing; a second shape's ends the
-    # widening.
-    mkl_blas = pytest.importorskip("minigrad.kernels.mkl_blas")  # (numba: the [fast] extra)
-    clock, asked = [0.0], []
-    monkeypatch.setattr(mkl_blas, "time", type("Clock", (), {"perf_counter": staticmethod(lambda: clock[0])}))
-
-    class Lib:
-        def MKL_Set_Num_Threads_Local(self, threads):
-            asked.append(threads)
-            return 1
-
-    def product(seconds, result):
-        def run():
-            clock[0] += seconds
-            return result
-        return run
-
-    monkeypatch.setattr(mkl_blas, "_lib", Lib())
-    monkeypatch.setattr(mkl_blas, "chosen", {})
-    monkeypatch.setattr(mkl_blas, "given_up", [])
-    monkeypatch.setattr(mkl_blas, "timing_threads", 2)
-    assert mkl_blas._quicker(("idle",), product(0.0005, "mkl"), product(0.001, "numpy")) == "mkl"
-    assert asked == [2, 1] * mkl_blas.TRIES  # free cores: every timed MKL run on 2 threads
-    asked.clear()
-    assert mkl_blas._quicker(("busy",), product(0.010, "mkl"), product(0.001, "numpy")) == "numpy"
-    assert asked == [2, 1] and mkl_blas.timing_threads == 2  # one run said enough; one shape may be a hiccup
-    assert mkl_blas._quicker(("busy too",), product(0.010, "mkl"), product(0.001, "numpy")) == "numpy"
-    assert mkl_blas.timing_threads is None and mkl_blas.given_up == [("busy",), ("busy too",)]
-    asked.clear()
-    assert mkl_blas._quicker(("later",), product(0.0005, "mkl"), product(0.001, "numpy")) == "mkl"
-    assert asked == [] and mkl_blas.chosen == {("idle",): "mkl", ("busy",): "numpy", ("busy too",): "numpy",
-                                               ("later",): "mkl"}  # timed on the count in force
+    a, b = rng.standard_normal((64, 96), np.float32), rng.standard_normal((96, 48), np.float32)
+    products, paths = [], []
+    for threads in (1, 2, 1):
+        with threadpool_limits(threads):
+            products.append(KERNELS["matmul"].compiled(a, b))
+            paths.append(dict(mkl_blas.chosen))
+    assert len(paths[0]) == 1 and paths[0] == paths[1] == paths[2]  # timed once, on the first count
+    np.testing.assert_array_equal(products[0], products[1])
+    mkl_products = []
+    for threads in (1, 2):
+        with threadpool_limits(threads):
+            mkl_products.append(mkl_blas.matmul(a, b))
+    np.testing.assert_array_equal(mkl_products[0], mkl_products[1])  # what makes one path per shape enough
 
 
 @st.composite

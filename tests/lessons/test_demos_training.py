@@ -552,7 +552,7 @@ def test_out_a_folder_with_a_runs_file_names_is_refused_before_writing(text_file
         "my own notes"
 
 
-@pytest.mark.parametrize("value", ["0", "abc", "-2"])
+@pytest.mark.parametrize("value", ["0", "abc", "-2", "\u00b2"])  # (a superscript 2: a digit to str.isdigit)
 def test_a_bad_minigrad_threads_is_one_line_error(text_file, tmp_path, monkeypatch, capsys, value):
     from demos._common import parse_args
 
@@ -687,7 +687,7 @@ def test_a_checkpoint_whose_losses_are_not_numbers_is_one_line_error(gpt_run, tm
 
 def test_the_demos_print_a_thread_measurement_only_when_it_changes_the_count(capsys):
     from demos._common import say_when_the_count_changes
-    from minigrad import runtime
+    from minigrad.kernels import policy
 
     cost = {1: 1.0, 2: 2.0}  # seconds per step on each count: one thread is quicker
     now = [0.0]
@@ -696,7 +696,7 @@ def test_the_demos_print_a_thread_measurement_only_when_it_changes_the_count(cap
         now[0] += cost[tuner.current]
         return now[0]
 
-    tuner = runtime.ThreadTuner([1, 2], "2 cores", trial=1, clock=clock, apply=lambda n: None)
+    tuner = policy.ThreadTuner([1, 2], "2 cores", trial=1, clock=clock, apply=lambda n: None)
     tuner.say = say_when_the_count_changes(tuner)
 
     def measure():
@@ -707,10 +707,10 @@ def test_the_demos_print_a_thread_measurement_only_when_it_changes_the_count(cap
                 return
 
     measure()  # the first measurement: said
-    tuner._start_trial(settle=0)
+    tuner._start(settle=0)
     measure()  # measured again, the same count: nothing said
     cost.update({1: 3.0})
-    tuner._start_trial(settle=0)
+    tuner._start(settle=0)
     measure()  # now two threads are quicker: said
     lines = capsys.readouterr().out.splitlines()
     assert len(tuner.history) == 3
