@@ -2,7 +2,7 @@
 
 Loaded by ``backend.py`` only when numba is installed (``pip install -e '.[fast]'``)
 and ``MINIGRAD_BACKEND`` is not ``numpy``. Each function here is a third form
-of a kernel of ``numpy_forms.py``, computing what its plain form computes;
+of a kernel of ``numpy_forms.py`` or ``numpy_layer_forms.py``, computing what its plain form computes;
 ``tests/engine/test_kernels.py`` holds it to the plain form on the same generated
 inputs as the NumPy form. Each handles float32 arrays whose rows are
 contiguous (what a training step hands it) and passes anything else to the
@@ -33,18 +33,18 @@ from numba import prange
 from numba.core import types
 from numba.extending import intrinsic
 
-from .numpy_forms import ERFC_FIT, GELU_CUBIC, GELU_SATURATED, INV_SQRT_2PI, SQRT_2_OVER_PI
+from .numpy_layer_forms import ERFC_FIT, GELU_CUBIC, GELU_SATURATED, INV_SQRT_2PI, SQRT_2_OVER_PI
 
 _F32 = np.float32
 _LOG2E = _F32(1.4426950408889634)
 _LN2_HI = _F32(0.693145751953125)  # ln 2 split in two, so n * _LN2_HI is exact for |n| < 2^12
 _LN2_LO = _F32(1.428606765330187e-06)
-# GELU's constants (numpy_forms.py) as float32, so the loops stay in float32
+# GELU's constants (numpy_layer_forms.py) as float32, so the loops stay in float32
 _SQRT_2_OVER_PI = _F32(SQRT_2_OVER_PI)
 _GELU_CUBIC = _F32(GELU_CUBIC)
 _GELU_SATURATED = _F32(GELU_SATURATED)  # x clipped to +-this in the gradient: x**2 stays finite
 _INV_SQRT_2PI = _F32(INV_SQRT_2PI)
-# The exact gate's fit of erfc (numpy_forms.ERFC_FIT) in float32; its constant term with Phi's factor 1/2
+# The exact gate's fit of erfc (numpy_layer_forms.ERFC_FIT) in float32; its constant term with Phi's factor 1/2
 # folded in (as ln 1/2, inside the exp).
 _E1, _E2, _E3, _E4, _E5, _E6, _E7, _E8, _E9 = (_F32(c) for c in ERFC_FIT[1:])
 _ERFC_C0_HALF = _F32(ERFC_FIT[0] - math.log(2.0))
