@@ -60,7 +60,18 @@ from .dialect.creation import (
     zeros,
     zeros_like,
 )
-from .dialect.random import Generator, default_generator, manual_seed, multinomial, rand, randint, randn, randperm
+from .dialect.random import (
+    Generator,
+    default_generator,
+    manual_seed,
+    multinomial,
+    rand,
+    rand_like,
+    randint,
+    randn,
+    randn_like,
+    randperm,
+)
 from .kernels.backend import backend
 from .modes import composite_mode, enable_grad, is_composite_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .ops import OPS
@@ -93,7 +104,7 @@ __all__ = [
     "device", "dialect", "dtypes", "empty", "enable_grad", "eye", "from_numpy", "full", "full_like", "fused", "grad",
     "gradcheck", "gradgradcheck", "hessian", "hvp", "is_composite_mode", "is_grad_enabled", "jacobian", "jvp",
     "kernels", "linearize", "linspace", "manual_seed", "multinomial", "no_grad", "ones", "ones_like", "ops", "rand",
-    "randint", "randn", "randperm", "set_grad_enabled", "tensor", "vjp", "zeros", "zeros_like",
+    "rand_like", "randint", "randn", "randn_like", "randperm", "set_grad_enabled", "tensor", "vjp", "zeros", "zeros_like",
     *dialect.functions, *dtypes.DTYPE_NAMES,
 ]
 __version__ = "0.1.0"

@@ -142,6 +142,23 @@ def rand(*size, generator=None, rng=None, dtype=None, device=None, requires_grad
     return _made("rand", draws, dtype, device, requires_grad)
 
 
+def rand_like(input: Tensor, *, generator=None, rng=None, dtype=None, device=None,
+              requires_grad: bool = False) -> Tensor:
+    """``rand`` with ``input``'s shape, and its dtype unless ``dtype`` (a floating one):
+    ``mg.rand_like(x, dtype=mg.float)``."""
+    dtype = as_dtype(dtype, "rand_like") or input.dtype
+    _floating(dtype, "rand_like", "uniform draws in [0, 1)")
+    return rand(*input.shape, generator=generator, rng=rng, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def randn_like(input: Tensor, *, generator=None, rng=None, dtype=None, device=None,
+               requires_grad: bool = False) -> Tensor:
+    """``randn`` with ``input``'s shape, and its dtype unless ``dtype`` (a floating one)."""
+    dtype = as_dtype(dtype, "randn_like") or input.dtype
+    _floating(dtype, "randn_like", "normal draws")
+    return randn(*input.shape, generator=generator, rng=rng, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
 def _integers_fit(low: int, high: int, dtype: np.dtype, who: str) -> None:
     """Refuse integers in [low, high) that ``dtype`` cannot all hold exactly (a cast would wrap or round them)."""
     if dtype.kind == "b":
