@@ -104,7 +104,8 @@ __all__ = [
     "device", "dialect", "dtypes", "empty", "enable_grad", "eye", "from_numpy", "full", "full_like", "fused", "grad",
     "gradcheck", "gradgradcheck", "hessian", "hvp", "is_composite_mode", "is_grad_enabled", "jacobian", "jvp",
     "kernels", "linearize", "linspace", "manual_seed", "multinomial", "no_grad", "ones", "ones_like", "ops", "rand",
-    "rand_like", "randint", "randn", "randn_like", "randperm", "set_grad_enabled", "tensor", "vjp", "zeros", "zeros_like",
+    "rand_like", "randint", "randn", "randn_like", "randperm", "set_grad_enabled", "tensor", "vjp", "zeros",
+    "zeros_like",
     *dialect.functions, *dtypes.DTYPE_NAMES,
 ]
 __version__ = "0.1.0"

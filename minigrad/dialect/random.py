@@ -142,20 +142,27 @@ def rand(*size, generator=None, rng=None, dtype=None, device=None, requires_grad
     return _made("rand", draws, dtype, device, requires_grad)
 
 
+def _like_dtype(input: Tensor, dtype, who: str) -> np.dtype:
+    """``input``'s dtype, or ``dtype``: a floating one (PyTorch refuses draws into an integer tensor too)."""
+    dtype = as_dtype(dtype, who) or input.dtype
+    if dtype.kind != "f":
+        raise TypeError(f"{who}: draws are real numbers and {dtype.name} cannot hold them (PyTorch refuses too); "
+                        f"write mg.{who}(x, dtype=mg.float32)")
+    return dtype
+
+
 def rand_like(input: Tensor, *, generator=None, rng=None, dtype=None, device=None,
               requires_grad: bool = False) -> Tensor:
     """``rand`` with ``input``'s shape, and its dtype unless ``dtype`` (a floating one):
     ``mg.rand_like(x, dtype=mg.float)``."""
-    dtype = as_dtype(dtype, "rand_like") or input.dtype
-    _floating(dtype, "rand_like", "uniform draws in [0, 1)")
+    dtype = _like_dtype(input, dtype, "rand_like")
     return rand(*input.shape, generator=generator, rng=rng, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def randn_like(input: Tensor, *, generator=None, rng=None, dtype=None, device=None,
                requires_grad: bool = False) -> Tensor:
     """``randn`` with ``input``'s shape, and its dtype unless ``dtype`` (a floating one)."""
-    dtype = as_dtype(dtype, "randn_like") or input.dtype
-    _floating(dtype, "randn_like", "normal draws")
+    dtype = _like_dtype(input, dtype, "randn_like")
     return randn(*input.shape, generator=generator, rng=rng, dtype=dtype, device=device, requires_grad=requires_grad)
 
 

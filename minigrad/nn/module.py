@@ -393,6 +393,10 @@ class Sequential(Module):
             return Sequential(OrderedDict(list(self._modules.items())[index]))
         return list(self._modules.values())[index]
 
+    def __setitem__(self, index: int, module: Module) -> None:
+        """``model[2] = nn.Linear(4, 2)``: the module at ``index`` replaced, under the same name."""
+        setattr(self, list(self._modules)[index], module)
+
     def __len__(self) -> int:
         return len(self._modules)
 

@@ -17,8 +17,8 @@ from .optimizer import Optimizer
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["SGD", "Adam", "AdamW", "LRScheduler", "LambdaLR", "Optimizer", "RMSprop", "WarmupCosineLR", "clip_grad_norm_",
-           "lr_scheduler", "warmup_cosine"]
+__all__ = ["SGD", "Adam", "AdamW", "LRScheduler", "LambdaLR", "Optimizer", "RMSprop", "WarmupCosineLR",
+           "clip_grad_norm_", "lr_scheduler", "warmup_cosine"]
 
 
 def __getattr__(name: str):

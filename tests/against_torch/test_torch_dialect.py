@@ -236,7 +236,22 @@ def _surface_rows() -> list:
              ("T.cuda.manual_seed_all(0)", None), ("T.cuda.manual_seed(1)", None),
              ("x.float().unsqueeze(-1).pow(T.tensor([1, 2, 3]))", (4,)), ("x.float() * T.tensor([1, 2, 3])", (3,)),
              ("T.arange(3) * 0.5", None), ("T.arange(3) / 2", None), ("T.arange(3) * T.tensor(1.5)", None),
-             ("T.tensor([True, False]) + T.tensor([1, 2])", None), ("T.tensor([True, False]) - 1", None)]
+             ("T.tensor([True, False]) + T.tensor([1, 2])", None), ("T.tensor([True, False]) - 1", None),
+             ("T.matmul(x.detach(), x.detach().T, out=T.zeros(3, 3))", (3, 4)),
+             ("T.matmul(x.detach(), x.detach().T, out=T.zeros(3, 3, dtype=T.float64))", (3, 4)),
+             ("T.mul(x.detach(), 2, out=T.zeros(3, 4))", (3, 4)),
+             ("T.mul(x.detach(), 2, out=T.zeros(3, 4).long())", (3, 4)),
+             ("T.mul(x.detach(), 2, out=T.zeros(3, 4, dtype=T.float64))", (3, 4)),
+             ("T.add(T.ones(2), T.ones(2), alpha=3, out=T.zeros(2))", None),
+             ("T.div(T.tensor([7.0, -7.0]), 2, rounding_mode='floor', out=T.zeros(2))", None),
+             ("T.mul(x, x, out=T.zeros(3, 4, dtype=T.float64))", (3, 4)),
+             ("T.rand_like(x).shape", (3, 4)), ("T.rand_like(x).dtype", (3, 4)),
+             ("T.rand_like(T.ones(2, dtype=T.int64), dtype=T.float).dtype", None),
+             ("T.rand_like(T.ones(2, dtype=T.int64))", None), ("T.randn_like(x.float()).dtype", (2, 3)),
+             ("T.nn.Softmax(dim=1)(x)", (3, 4)), ("T.nn.Softmax(-1)(x)", (2, 3, 4)),
+             ("T.nn.LogSoftmax(dim=1)(x)", (3, 4)), ("T.nn.LogSoftmax(dim=0)(x)", (2, 3)),
+             ("x.grad_fn is None", (3,)), ("(x * 2).grad_fn is None", (3,)),
+             ("x.detach().exp().grad_fn is None", (3,))]
     return rows
 
 
