@@ -251,7 +251,15 @@ def _surface_rows() -> list:
              ("T.nn.Softmax(dim=1)(x)", (3, 4)), ("T.nn.Softmax(-1)(x)", (2, 3, 4)),
              ("T.nn.LogSoftmax(dim=1)(x)", (3, 4)), ("T.nn.LogSoftmax(dim=0)(x)", (2, 3)),
              ("x.grad_fn is None", (3,)), ("(x * 2).grad_fn is None", (3,)),
-             ("x.detach().exp().grad_fn is None", (3,))]
+             ("x.detach().exp().grad_fn is None", (3,)),
+             ("T.zeros(10, dtype=T.float).scatter_(0, T.tensor(3), value=1)", None),
+             ("x.detach().clone().scatter_(1, T.tensor([[0], [2], [1]]), value=-1.0)", (3, 4)),
+             ("x.detach().clone().scatter_(1, T.tensor([[0, 1], [1, 3], [2, 0]]), x.detach()[:, 2:] * 3)", (3, 4)),
+             ("(x * 1).scatter_(0, T.tensor([[1, 0, 2, 1]]), x[:1] * 2)", (3, 4)),
+             ("x.detach().clone().scatter_add_(0, T.tensor([[2, 1, 0, 0]]), x.detach()[:1])", (3, 4)),
+             ("(x + 0).scatter_add_(1, T.tensor([[0, 0], [1, 3], [2, 1]]), x[:, :2] * 2)", (3, 4)),
+             ("x.scatter(0, T.tensor(1), 5.0)", (4,)), ("x.scatter(0, T.tensor(2), x[0])", (4,)),
+             ("x.detach().scatter_(0, T.tensor([1]), 0.5)", (3,))]
     return rows
 
 
