@@ -45,7 +45,9 @@ from .autograd import (
 )
 from .dialect import ValuesIndices, dtypes
 from .dialect.creation import (
+    accelerator,
     arange,
+    backends,
     cuda,
     device,
     empty,
@@ -100,7 +102,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "OPS", "AnomalyError", "Generator", "GradcheckError", "OpError", "Tensor", "VJPError", "ValuesIndices", "arange",
-    "backend", "backward", "composite_mode", "cuda", "default_generator", "detect_anomaly",
+    "accelerator", "backend", "backends", "backward", "composite_mode", "cuda", "default_generator", "detect_anomaly",
     "device", "dialect", "dtypes", "empty", "enable_grad", "eye", "from_numpy", "full", "full_like", "fused", "grad",
     "gradcheck", "gradgradcheck", "hessian", "hvp", "is_composite_mode", "is_grad_enabled", "jacobian", "jvp",
     "kernels", "linearize", "linspace", "manual_seed", "multinomial", "no_grad", "ones", "ones_like", "ops", "rand",

@@ -80,6 +80,50 @@ class cuda:  # noqa: N801  (torch.cuda's name)
     manual_seed_all = manual_seed
 
 
+class accelerator:  # noqa: N801  (torch.accelerator's name)
+    """No accelerator here, as PyTorch says on such a machine: ``is_available()`` is False and
+    ``current_accelerator()`` None, so the tutorials' device line picks "cpu"."""
+
+    @staticmethod
+    def is_available() -> bool:
+        return False
+
+    @staticmethod
+    def current_accelerator():
+        return None
+
+    @staticmethod
+    def device_count() -> int:
+        return 0
+
+
+class _Absent:
+    """A GPU backend this machine lacks (``mg.backends.mps``): not available, not built."""
+
+    @staticmethod
+    def is_available() -> bool:
+        return False
+
+    @staticmethod
+    def is_built() -> bool:
+        return False
+
+
+class backends:  # noqa: N801  (torch.backends' name)
+    """``mg.backends.mps.is_available()`` is False (the tutorials' device line), and the GPU switches scripts set
+    (``torch.backends.cuda.matmul.allow_tf32 = True``, ``torch.backends.cudnn.benchmark = True``) can be set:
+    on the CPU they change nothing."""
+
+    mps = _Absent
+
+    class cuda:  # noqa: N801
+        class matmul:  # noqa: N801
+            allow_tf32 = False
+
+    class cudnn(_Absent):  # noqa: N801
+        allow_tf32, benchmark, deterministic = True, False, False
+
+
 # --------------------------------------------------------------------------------------
 # Constructors
 # --------------------------------------------------------------------------------------

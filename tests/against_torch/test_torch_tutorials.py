@@ -581,7 +581,9 @@ program("build_the_network_and_the_optimization_loop", """
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu"
+    print(f"Using {device} device")
+    device = ("cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu")
     torch.manual_seed(0)
     torch.cuda.manual_seed_all(0)
 
@@ -668,7 +670,7 @@ program("build_the_network_and_the_optimization_loop", """
         train_loop(train_dataloader, model, loss_fn, optimizer)
         test_loop(train_dataloader, model, loss_fn)
 
-    result = dict(drawn=drawn, layer_shapes=layer_shapes, sizes=sizes, losses=losses, tests=tests,
+    result = dict(device=device, drawn=drawn, layer_shapes=layer_shapes, sizes=sizes, losses=losses, tests=tests,
                   final=model.linear_relu_stack[4].weight.detach().numpy())
 """)
 
