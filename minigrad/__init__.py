@@ -75,7 +75,15 @@ from .dialect.random import (
     randperm,
 )
 from .kernels.backend import backend
-from .modes import composite_mode, enable_grad, is_composite_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .modes import (
+    composite_mode,
+    enable_grad,
+    inference_mode,
+    is_composite_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from .ops import OPS
 from .tensor import OpError, Tensor
 
@@ -104,7 +112,8 @@ __all__ = [
     "OPS", "AnomalyError", "Generator", "GradcheckError", "OpError", "Tensor", "VJPError", "ValuesIndices", "arange",
     "accelerator", "backend", "backends", "backward", "composite_mode", "cuda", "default_generator", "detect_anomaly",
     "device", "dialect", "dtypes", "empty", "enable_grad", "eye", "from_numpy", "full", "full_like", "fused", "grad",
-    "gradcheck", "gradgradcheck", "hessian", "hvp", "is_composite_mode", "is_grad_enabled", "jacobian", "jvp",
+    "gradcheck", "gradgradcheck", "hessian", "hvp", "inference_mode", "is_composite_mode", "is_grad_enabled",
+    "jacobian", "jvp",
     "kernels", "linearize", "linspace", "manual_seed", "multinomial", "no_grad", "ones", "ones_like", "ops", "rand",
     "rand_like", "randint", "randn", "randn_like", "randperm", "set_grad_enabled", "tensor", "vjp", "zeros",
     "zeros_like",

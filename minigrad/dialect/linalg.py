@@ -101,9 +101,23 @@ def div(input, other, *, rounding_mode=None, out=None) -> Tensor:
     return rounded.to(a.dtype) if a.dtype.kind in "iu" and as_tensor(other, "div").dtype.kind in "iu" else rounded
 
 
+def _comparison(name: str, compare):
+    def comparison(input, other, *, out=None) -> Tensor:
+        return _into(name, compare(as_tensor(input, name), other), out)
+
+    comparison.__name__ = comparison.__qualname__ = name
+    comparison.__doc__ = f"``mg.{name}(input, other)``, ``x.{name}(other)``: compared elementwise (a bool tensor)."
+    return bind(None, name)(comparison)
+
+
+COMPARISONS = {name: _comparison(name, compare) for name, compare in (
+    ("eq", lambda a, b: a == b), ("ne", lambda a, b: a != b), ("lt", lambda a, b: a < b),
+    ("le", lambda a, b: a <= b), ("gt", lambda a, b: a > b), ("ge", lambda a, b: a >= b))}
+
 bind("div", "divide")(div)
 bind("mul", "multiply")(mul)
 bind("sub", "subtract")(sub)
 
 FUNCTIONS = {"mm": mm, "bmm": bmm, "mv": mv, "dot": dot, "outer": outer, "matmul": matmul, "add": add, "sub": sub,
-             "subtract": sub, "mul": mul, "multiply": mul, "div": div, "divide": div, "true_divide": div}
+             "subtract": sub, "mul": mul, "multiply": mul, "div": div, "divide": div, "true_divide": div,
+             **COMPARISONS}

@@ -262,7 +262,16 @@ def _surface_rows() -> list:
              ("x.detach().clone().scatter_add_(0, T.tensor([[2, 1, 0, 0]]), x.detach()[:1])", (3, 4)),
              ("(x + 0).scatter_add_(1, T.tensor([[0, 0], [1, 3], [2, 1]]), x[:, :2] * 2)", (3, 4)),
              ("x.scatter(0, T.tensor(1), 5.0)", (4,)), ("x.scatter(0, T.tensor(2), x[0])", (4,)),
-             ("x.detach().scatter_(0, T.tensor([1]), 0.5)", (3,))]
+             ("x.detach().scatter_(0, T.tensor([1]), 0.5)", (3,)),
+             ("T.eq(x, x[0])", (3, 4)), ("x.ne(0.5)", (3, 4)), ("T.lt(x, 0)", (3,)), ("x.le(x.T)", (3, 3)),
+             ("T.gt(input=x, other=-0.1)", (3, 4)), ("x.ge(x)", (2, 3)), ("T.eq(T.tensor([1, 2]), 2)", None),
+             ("T.eq(x, 0, out=T.zeros(3, dtype=T.bool))", (3,)),
+             ("T.eq(T.tensor([1.0, 2.0]), T.tensor([1, 2])).sum().item()", None),
+             ("x.type(T.LongTensor)", (3,)), ("(x * 4).type(T.IntTensor)", (3,)), ("x.type(T.FloatTensor)", (2, 3)),
+             ("x.type(T.DoubleTensor)", (3,)), ("x.type('torch.LongTensor')", (3,)),
+             ("(x > 0).type(T.BoolTensor)", (3,)), ("T.zeros(2, dtype=T.LongTensor)", None),
+             ("x.type(T.ByteTensor)", (3,)),
+             ("x.to(T.LongTensor)", (3,))]
     return rows
 
 
@@ -498,6 +507,8 @@ UNSUPPORTED = [  # (code, the code its message must name, which then runs)
     ("x.mean(1, np.float32)", "x.mean(1, dtype=mg.float32)"),
     ("x.max(keepdim=True)", "x.amax(dim=None, keepdim=True)"),
     ("x.view(mg.float64)", "x.to(mg.float64)"),
+    ("mg.LongTensor([1, 2])", "mg.tensor([1, 2], dtype=mg.int64)"),
+    ("mg.FloatTensor(2, 3)", "mg.empty((2, 3), dtype=mg.float32)"),
     ("x.t() if x.ndim > 2 else x.unsqueeze(0).t()", "x.transpose(-2, -1)"),
     ("x.permute(1, 0)", "x.permute(0, 1, 2)"),
     ("x.repeat(2)", "x.repeat(1, 1, 1)"),
