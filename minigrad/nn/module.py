@@ -32,12 +32,13 @@ from ..versions import bump, replace_storage
 
 
 class Parameter(Tensor):
-    """A learnable weight: a leaf Tensor that always requires grad and that Modules register."""
+    """A learnable weight: a leaf Tensor that Modules register; it requires grad unless made with
+    ``requires_grad=False`` (a frozen weight), as PyTorch's ``nn.Parameter(data, requires_grad=True)``."""
 
     __slots__ = ()
 
-    def __init__(self, data, dtype=None):
-        super().__init__(data, requires_grad=True, dtype=dtype)
+    def __init__(self, data, requires_grad: bool = True, dtype=None):
+        super().__init__(data, requires_grad=requires_grad, dtype=dtype)
 
     def __repr__(self) -> str:
         return "Parameter" + super().__repr__()[len("Tensor"):]

@@ -271,7 +271,12 @@ def _surface_rows() -> list:
              ("x.type(T.DoubleTensor)", (3,)), ("x.type('torch.LongTensor')", (3,)),
              ("(x > 0).type(T.BoolTensor)", (3,)), ("T.zeros(2, dtype=T.LongTensor)", None),
              ("x.type(T.ByteTensor)", (3,)),
-             ("x.to(T.LongTensor)", (3,))]
+             ("x.to(T.LongTensor)", (3,)),
+             ("T.nn.Parameter(x.detach()).requires_grad", (3,)),
+             ("T.nn.Parameter(x.detach(), False).requires_grad", (3,)),
+             ("T.nn.Parameter(x.detach(), requires_grad=False) * 2", (3,)),
+             ("T.inference_mode()(lambda: x * 2)()", (3,)),
+             ("T.inference_mode(False)(lambda: x * 2)()", (3,))]
     return rows
 
 

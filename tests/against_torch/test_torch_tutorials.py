@@ -676,6 +676,191 @@ program("build_the_network_and_the_optimization_loop", """
 
 
 # --------------------------------------------------------------------------------------
+# A course's workflow notebooks: a straight line with nn.Parameter and inference_mode, saved and loaded by path;
+# then binary and multi-class classification with logits
+# --------------------------------------------------------------------------------------
+
+program("workflow_linear_regression_saved_and_loaded", """
+    import torch
+    from torch import nn
+    from pathlib import Path
+
+    weight = 0.7
+    bias = 0.3
+    start, end, step = 0, 1, 0.02
+    X = torch.arange(start, end, step).unsqueeze(dim=1)
+    y = weight * X + bias
+    train_split = int(0.8 * len(X))
+    X_train, y_train = X[:train_split], y[:train_split]
+    X_test, y_test = X[train_split:], y[train_split:]
+
+
+    class LinearRegressionModel(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weights = nn.Parameter(torch.randn(1, dtype=torch.float), requires_grad=True)
+            self.bias = nn.Parameter(torch.randn(1, dtype=torch.float), requires_grad=True)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.weights * x + self.bias
+
+
+    torch.manual_seed(42)
+    model_0 = LinearRegressionModel()
+    with torch.no_grad():
+        model_0.weights.copy_(torch.tensor(start_weights))  # the harness's draws
+        model_0.bias.copy_(torch.tensor(start_bias))
+    first_state = {k: v.tolist() for k, v in model_0.state_dict().items()}
+
+    with torch.inference_mode():
+        y_preds = model_0(X_test)
+
+    loss_fn = nn.L1Loss()
+    optimizer = torch.optim.SGD(params=model_0.parameters(), lr=0.01)
+    epochs = 200
+    epoch_count, train_loss_values, test_loss_values = [], [], []
+    for epoch in range(epochs):
+        model_0.train()
+        y_pred = model_0(X_train)
+        loss = loss_fn(y_pred, y_train)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+        model_0.eval()
+        with torch.inference_mode():
+            test_pred = model_0(X_test)
+            test_loss = loss_fn(test_pred, y_test.type(torch.float))
+            if epoch % 10 == 0:
+                epoch_count.append(epoch)
+                train_loss_values.append(loss.detach().numpy())
+                test_loss_values.append(test_loss.detach().numpy())
+                print(f"Epoch: {epoch} | MAE Train Loss: {loss} | MAE Test Loss: {test_loss} ")
+
+    MODEL_PATH = Path(tmp) / "models"
+    MODEL_PATH.mkdir(parents=True, exist_ok=True)
+    MODEL_SAVE_PATH = MODEL_PATH / "01_workflow_model_0.pth"
+    torch.save(obj=model_0.state_dict(), f=MODEL_SAVE_PATH)
+
+    loaded_model_0 = LinearRegressionModel()
+    loaded_model_0.load_state_dict(torch.load(f=MODEL_SAVE_PATH))
+    loaded_model_0.eval()
+    with torch.inference_mode():
+        loaded_model_preds = loaded_model_0(X_test)
+        y_preds = model_0(X_test)
+
+    result = dict(first_state=first_state, train=train_loss_values, test=test_loss_values, epochs=epoch_count,
+                  same=(y_preds == loaded_model_preds).all().item(), preds=loaded_model_preds.numpy(),
+                  no_graph=[y_preds.requires_grad, loaded_model_preds.requires_grad],
+                  state={k: v.numpy() for k, v in loaded_model_0.state_dict().items()})
+""")
+
+program("workflow_binary_and_multiclass_classification", """
+    import torch
+    from torch import nn
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+
+    X = torch.from_numpy(circles_x).type(torch.float)
+    y = torch.from_numpy(circles_y).type(torch.float)
+    X_train, X_test, y_train, y_test = X[:80], X[80:], y[:80], y[80:]
+
+
+    def accuracy_fn(y_true, y_pred):
+        correct = torch.eq(y_true, y_pred).sum().item()
+        acc = (correct / len(y_pred)) * 100
+        return acc
+
+
+    class CircleModelV2(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer_1 = nn.Linear(in_features=2, out_features=10)
+            self.layer_2 = nn.Linear(in_features=10, out_features=10)
+            self.layer_3 = nn.Linear(in_features=10, out_features=1)
+            self.relu = nn.ReLU()
+
+        def forward(self, x):
+            return self.layer_3(self.relu(self.layer_2(self.relu(self.layer_1(x)))))
+
+
+    torch.manual_seed(42)
+    model_3 = CircleModelV2().to(device)
+    model_3.load_state_dict({k: torch.tensor(v) for k, v in circle_start.items()})
+    loss_fn = nn.BCEWithLogitsLoss()
+    optimizer = torch.optim.SGD(model_3.parameters(), lr=0.1)
+
+    X_train, y_train = X_train.to(device), y_train.to(device)
+    X_test, y_test = X_test.to(device), y_test.to(device)
+    binary = []
+    for epoch in range(100):
+        model_3.train()
+        y_logits = model_3(X_train).squeeze()
+        y_pred = torch.round(torch.sigmoid(y_logits))
+        loss = loss_fn(y_logits, y_train)
+        acc = accuracy_fn(y_true=y_train, y_pred=y_pred)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        model_3.eval()
+        with torch.inference_mode():
+            test_logits = model_3(X_test).squeeze()
+            test_pred = torch.round(torch.sigmoid(test_logits))
+            test_loss = loss_fn(test_logits, y_test)
+            test_acc = accuracy_fn(y_true=y_test, y_pred=test_pred)
+        if epoch % 10 == 0:
+            binary.append((loss.item(), acc, test_loss.item(), test_acc))
+            print(f"Epoch: {epoch} | Loss: {loss:.5f}, Accuracy: {acc:.2f}% | Test Loss: {test_loss:.5f}, "
+                  f"Test Accuracy: {test_acc:.2f}%")
+
+    NUM_CLASSES = 4
+    NUM_FEATURES = 2
+    X_blob = torch.from_numpy(blob_x).type(torch.float)
+    y_blob = torch.from_numpy(blob_y).type(torch.LongTensor)
+
+
+    class BlobModel(nn.Module):
+        def __init__(self, input_features, output_features, hidden_units=8):
+            super().__init__()
+            self.linear_layer_stack = nn.Sequential(
+                nn.Linear(in_features=input_features, out_features=hidden_units),
+                nn.Linear(in_features=hidden_units, out_features=hidden_units),
+                nn.Linear(in_features=hidden_units, out_features=output_features),
+            )
+
+        def forward(self, x):
+            return self.linear_layer_stack(x)
+
+
+    model_4 = BlobModel(input_features=NUM_FEATURES, output_features=NUM_CLASSES, hidden_units=8).to(device)
+    model_4.load_state_dict({k: torch.tensor(v) for k, v in blob_start.items()})
+    loss_fn = nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(model_4.parameters(), lr=0.1)
+    multi = []
+    for epoch in range(50):
+        model_4.train()
+        y_logits = model_4(X_blob)
+        y_pred = torch.softmax(y_logits, dim=1).argmax(dim=1)
+        loss = loss_fn(y_logits, y_blob)
+        acc = accuracy_fn(y_true=y_blob, y_pred=y_pred)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if epoch % 10 == 0:
+            multi.append((loss.item(), acc))
+
+    model_4.eval()
+    with torch.inference_mode():
+        y_logits = model_4(X_blob)
+    y_pred_probs = torch.softmax(y_logits, dim=1)
+    y_preds = y_pred_probs.argmax(dim=1)
+
+    result = dict(binary=binary, multi=multi, probs=y_pred_probs[:5].numpy(), preds=y_preds.tolist(),
+                  dtypes=[str(X.dtype), str(y_blob.dtype), str(y_preds.dtype)])
+""")
+
+
+# --------------------------------------------------------------------------------------
 # What is torch.nn really? From hand-written weights to Module, optim and DataLoader
 # --------------------------------------------------------------------------------------
 
@@ -1525,7 +1710,7 @@ def _state(rng, shapes: dict) -> dict:
             for k, s in shapes.items()}
 
 
-def inputs(name: str) -> dict:
+def inputs(name: str, tmp: str = "") -> dict:
     """The names program ``name`` reads, drawn with NumPy so both runs see the same values."""
     rng = np.random.default_rng(sum(map(ord, name)))
     cubic = [float(v) for v in _f32(rng, 4, scale=0.5)]
@@ -1543,6 +1728,20 @@ def inputs(name: str) -> dict:
         return dict(points=points.astype(np.float32), labels=(2.0 * labels - 1).astype(np.float32), start=start)
     if name == "datasets_and_dataloaders":
         return dict(images=rng.integers(0, 256, (30, 1, 4, 4)).astype(np.uint8), labels=rng.integers(0, 10, 30))
+    if name == "workflow_linear_regression_saved_and_loaded":
+        return dict(start_weights=_f32(rng, 1), start_bias=_f32(rng, 1), tmp=tmp)
+    if name == "workflow_binary_and_multiclass_classification":
+        angle, ring = rng.uniform(0, 2 * np.pi, 100), rng.integers(0, 2, 100)
+        radius = np.where(ring == 1, 0.5, 1.0) + 0.05 * rng.standard_normal(100)
+        circles_x = np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=1)
+        blob_y = rng.integers(0, 4, 60)
+        blob_x = rng.uniform(-8, 8, (4, 2))[blob_y] + rng.standard_normal((60, 2))
+        circle_start = _state(rng, {"layer_1.weight": (10, 2), "layer_1.bias": (10,), "layer_2.weight": (10, 10),
+                                    "layer_2.bias": (10,), "layer_3.weight": (1, 10), "layer_3.bias": (1,)})
+        blob_start = _state(rng, {f"linear_layer_stack.{i}.{p}": s for i, (o, n) in enumerate([(8, 2), (8, 8), (4, 8)])
+                                  for p, s in (("weight", (o, n)), ("bias", (o,)))})
+        return dict(circles_x=circles_x, circles_y=ring.astype(np.float64), blob_x=blob_x, blob_y=blob_y,
+                    circle_start=circle_start, blob_start=blob_start)
     if name == "tensors_tutorial":
         return dict(m=_f32(rng, 4, 4))
     if name == "autograd_tutorial":
@@ -1621,9 +1820,9 @@ def inputs(name: str) -> dict:
     raise KeyError(name)
 
 
-def run(name: str, library: str) -> dict:
+def run(name: str, library: str, tmp: str) -> dict:
     source = PROGRAMS[name] if library == "torch" else to_minigrad(PROGRAMS[name])
-    scope = {"np": np, **inputs(name)}
+    scope = {"np": np, **inputs(name, f"{tmp}/{library}")}
     exec(compile(source, f"<{name}, {library}>", "exec"), scope)  # noqa: S102
     return scope
 
@@ -1652,10 +1851,10 @@ def assert_agree(ours, theirs, where: str, rtol: float, atol: float) -> None:
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
-def test_a_tutorial_runs_with_only_its_imports_changed_and_agrees_with_pytorch(name, capsys):
-    theirs = run(name, "torch")
+def test_a_tutorial_runs_with_only_its_imports_changed_and_agrees_with_pytorch(name, capsys, tmp_path):
+    theirs = run(name, "torch", str(tmp_path))
     printed_by_torch = capsys.readouterr().out
-    ours = run(name, "minigrad")
+    ours = run(name, "minigrad", str(tmp_path))
     printed_by_us = capsys.readouterr().out
     assert sorted(ours["result"]) == sorted(theirs["result"])
     for key, value in theirs["result"].items():
@@ -1668,7 +1867,7 @@ def test_a_tutorial_runs_with_only_its_imports_changed_and_agrees_with_pytorch(n
 # step, and float32 rounding picks which way: it agrees to well below a step.
 ATOL = {"cubic_fit_with_an_optimizer": 1e-4}
 PRINTS_REPRS = {"build_the_network_and_the_optimization_loop", "tensors_tutorial",  # (a module's or tensor's
-                "micrograd_mlp_with_a_max_margin_loss"}                                 # repr: its lines differ)
+                "micrograd_mlp_with_a_max_margin_loss", "workflow_linear_regression_saved_and_loaded"}  # repr)
 
 
 def test_the_minigrad_source_differs_only_in_its_import_lines():
