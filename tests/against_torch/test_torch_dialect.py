@@ -276,6 +276,13 @@ def _surface_rows() -> list:
              ("T.nn.Parameter(x.detach(), False).requires_grad", (3,)),
              ("T.nn.Parameter(x.detach(), requires_grad=False) * 2", (3,)),
              ("T.inference_mode()(lambda: x * 2)()", (3,)),
+             ("T.zeros(size=(2, 3))", None), ("T.ones(size=(2,), dtype=T.int64)", None), ("T.empty(size=(0, 2))", None),
+             ("T.rand(size=(3, 4)).shape", None), ("T.randn(size=(2,), dtype=T.float64).dtype", None),
+             ("T.zeros(2, size=(2,))", None), ("T.arange(start=0, end=10, step=1)", None),
+             ("T.arange(start=1.5, end=4)", None), ("T.arange(end=5)", None), ("T.arange(0, end=5)", None),
+             ("T.arange(1, 7, end=5)", None), ("T.arange(start=2)", None),
+             ("T.vstack([x, x * 2])", (3, 4)), ("T.vstack([x, x])", (4,)), ("T.vstack((x, x[:1]))", (2, 3)),
+             ("T.hstack([x, x * 2])", (4,)), ("T.hstack([x, x[:, :1]])", (3, 4)), ("T.hstack([x, x])", (2, 3, 4)),
              ("T.inference_mode(False)(lambda: x * 2)()", (3,))]
     return rows
 
