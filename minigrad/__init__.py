@@ -96,7 +96,7 @@ globals().update({name: getattr(dtypes, name) for name in dtypes.DTYPE_NAMES})
 
 def __getattr__(name: str):
     """``import minigrad as torch`` reaches ``torch.nn``, ``torch.optim``, ``torch.utils.data`` without a second
-    import, and ``torch.save``/``torch.load`` (``minigrad.io``'s ``save_object``/``load_object``)."""
+    import, ``torch.save``/``torch.load`` (``minigrad.io``'s ``save_object``/``load_object``) and ``torch.random``."""
     if name in ("nn", "optim", "viz", "io", "utils"):
         import importlib
 
@@ -105,6 +105,8 @@ def __getattr__(name: str):
         from . import io
 
         return io.save_object if name == "save" else io.load_object
+    if name == "random":  # torch.random.manual_seed(42)
+        return dialect.random
     raise AttributeError(f"module 'minigrad' has no attribute {name!r}")
 
 

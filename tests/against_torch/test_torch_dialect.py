@@ -276,6 +276,8 @@ def _surface_rows() -> list:
              ("T.nn.Parameter(x.detach(), False).requires_grad", (3,)),
              ("T.nn.Parameter(x.detach(), requires_grad=False) * 2", (3,)),
              ("T.inference_mode()(lambda: x * 2)()", (3,)),
+             ("isinstance(T.random.manual_seed(3), T.Generator)", None),
+             ("T.random.manual_seed(3) and T.rand(4).tolist() == (T.manual_seed(3) and T.rand(4).tolist())", None),
              ("T.zeros(size=(2, 3))", None), ("T.ones(size=(2,), dtype=T.int64)", None), ("T.empty(size=(0, 2))", None),
              ("T.rand(size=(3, 4)).shape", None), ("T.randn(size=(2,), dtype=T.float64).dtype", None),
              ("T.zeros(2, size=(2,))", None), ("T.arange(start=0, end=10, step=1)", None),

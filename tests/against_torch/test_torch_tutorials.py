@@ -398,6 +398,92 @@ program("tensors_tutorial", """
         added=tensor.numpy(), shared=(shared_from_tensor, shared_from_numpy, str(t.dtype)))
 """)
 
+program("tensor_fundamentals_of_a_course", """
+    import torch
+    import numpy as np
+
+    scalar = torch.tensor(7)
+    vector = torch.tensor([7, 7])
+    MATRIX = torch.tensor([[7, 8], [9, 10]])
+    TENSOR = torch.tensor([[[1, 2, 3], [3, 6, 9], [2, 4, 5]]])
+    basics = [(scalar.ndim, scalar.item()), (vector.ndim, tuple(vector.shape)), (MATRIX.ndim, MATRIX[1].tolist()),
+              (TENSOR.ndim, tuple(TENSOR.shape))]
+
+    random_tensor = torch.rand(size=(3, 4))
+    random_image_size_tensor = torch.rand(size=(224, 224, 3))
+    zeros = torch.zeros(size=(3, 4))
+    ones = torch.ones(size=(3, 4))
+    zero_to_ten = torch.arange(start=0, end=10, step=1)
+    ten_zeros = torch.zeros_like(input=zero_to_ten)
+    made = [(tuple(random_tensor.shape), str(random_tensor.dtype)), tuple(random_image_size_tensor.shape),
+            zeros.tolist(), (ones.dtype == torch.float32), zero_to_ten.tolist(), ten_zeros.tolist()]
+
+    float_32_tensor = torch.tensor([3.0, 6.0, 9.0], dtype=None, device=None, requires_grad=False)
+    float_16_tensor = float_32_tensor.type(torch.float16)
+    int_8_tensor = torch.tensor([3, 6, 9], dtype=torch.int8)
+    types = [str(float_32_tensor.dtype), str(float_16_tensor.dtype), (float_16_tensor * float_32_tensor).tolist(),
+             str((int_8_tensor * float_32_tensor).dtype), str(float_32_tensor.device)]
+
+    tensor = torch.tensor([1, 2, 3])
+    ops = [(tensor + 10).tolist(), (tensor * 10).tolist(), torch.multiply(tensor, 10).tolist(), (tensor - 10).tolist(),
+           (tensor * tensor).tolist(), torch.matmul(tensor, tensor).item(), (tensor @ tensor).item()]
+    tensor_A = torch.tensor(matrix_a, dtype=torch.float32)
+    tensor_B = torch.tensor(matrix_b, dtype=torch.float32)
+    products = [torch.matmul(tensor_A, tensor_B.T).numpy(), torch.mm(tensor_A, tensor_B.T).numpy(),
+                tuple(tensor_B.T.shape)]
+
+    torch.manual_seed(42)
+    linear = torch.nn.Linear(in_features=2, out_features=6)
+    layer_out = (tuple(linear(tensor_A).shape), str(linear(tensor_A).dtype))
+
+    x = torch.arange(0, 100, 10)
+    aggregates = [x.min().item(), x.max().item(), x.type(torch.float32).mean().item(), x.sum().item(),
+                  torch.max(x).item(), torch.min(x).item(), torch.mean(x.type(torch.float32)).item(),
+                  x.argmax().item(), x.argmin().item(), str(x.type(torch.float16).dtype), str(x.type(torch.int8).dtype)]
+
+    x = torch.arange(1., 8.)
+    x_reshaped = x.reshape(1, 7)
+    z = x.view(1, 7)
+    z[:, 0] = 5
+    x_stacked = torch.stack([x, x, x, x], dim=0)
+    x_squeezed = x_reshaped.squeeze()
+    x_unsqueezed = x_squeezed.unsqueeze(dim=0)
+    x_original = torch.rand(size=(224, 224, 3))
+    x_permuted = x_original.permute(2, 0, 1)
+    x_original[0, 0, 0] = 728218
+    shapes = [x.tolist(), tuple(x_stacked.shape), tuple(x_squeezed.shape), tuple(x_unsqueezed.shape),
+              tuple(x_permuted.shape), x_permuted[0, 0, 0].item(), torch.vstack([x, x]).shape[0],
+              tuple(torch.hstack([x, x]).shape)]
+
+    x = torch.arange(1, 10).reshape(1, 3, 3)
+    indexed = [x[0].tolist(), x[0][0].tolist(), x[0][0][0].item(), x[:, 0].tolist(), x[:, :, 1].tolist(),
+               x[:, 1, 1].tolist(), x[0, 0, :].tolist()]
+
+    array = np.arange(1.0, 8.0)
+    tensor = torch.from_numpy(array)
+    array = array + 1
+    from_np = (tensor.tolist(), str(tensor.dtype))
+    tensor = torch.ones(7)
+    numpy_tensor = tensor.numpy()
+    tensor = tensor + 1
+    to_np = (numpy_tensor.tolist(), str(numpy_tensor.dtype), tensor.tolist())
+
+    RANDOM_SEED = 42
+    torch.manual_seed(seed=RANDOM_SEED)
+    random_tensor_C = torch.rand(3, 4)
+    torch.random.manual_seed(seed=RANDOM_SEED)
+    random_tensor_D = torch.rand(3, 4)
+    reproducible = (random_tensor_C == random_tensor_D).all().item()
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    tensor_on_gpu = torch.tensor([1, 2, 3]).to(device)
+    back = (tensor_on_gpu.cpu().numpy().tolist(), torch.cuda.device_count(), device)
+
+    result = dict(basics=basics, made=made, types=types, ops=ops, products=products, layer_out=layer_out,
+                  aggregates=aggregates, shapes=shapes, indexed=indexed, from_np=from_np, to_np=to_np,
+                  reproducible=reproducible, back=back)
+""")
+
 program("autograd_tutorial", """
     import torch
 
@@ -1742,6 +1828,8 @@ def inputs(name: str, tmp: str = "") -> dict:
                                   for p, s in (("weight", (o, n)), ("bias", (o,)))})
         return dict(circles_x=circles_x, circles_y=ring.astype(np.float64), blob_x=blob_x, blob_y=blob_y,
                     circle_start=circle_start, blob_start=blob_start)
+    if name == "tensor_fundamentals_of_a_course":
+        return dict(matrix_a=[[1, 2], [3, 4], [5, 6]], matrix_b=[[7, 10], [8, 11], [9, 12]])
     if name == "tensors_tutorial":
         return dict(m=_f32(rng, 4, 4))
     if name == "autograd_tutorial":
