@@ -1493,6 +1493,175 @@ program("makemore_torchified_layers_with_batch_norm", """
                   eval_loss=eval_loss)
 """)
 
+program("makemore_wavenet_hierarchy", """
+    import torch
+    import torch.nn.functional as F
+
+
+    class Linear:
+        def __init__(self, fan_in, fan_out, bias=True):
+            self.weight = torch.randn((fan_in, fan_out)) / fan_in**0.5
+            self.bias = torch.zeros(fan_out) if bias else None
+
+        def __call__(self, x):
+            self.out = x @ self.weight
+            if self.bias is not None:
+                self.out += self.bias
+            return self.out
+
+        def parameters(self):
+            return [self.weight] + ([] if self.bias is None else [self.bias])
+
+
+    class BatchNorm1d:
+        def __init__(self, dim, eps=1e-5, momentum=0.1):
+            self.eps = eps
+            self.momentum = momentum
+            self.training = True
+            self.gamma = torch.ones(dim)
+            self.beta = torch.zeros(dim)
+            self.running_mean = torch.zeros(dim)
+            self.running_var = torch.ones(dim)
+
+        def __call__(self, x):
+            if self.training:
+                if x.ndim == 2:
+                    dim = 0
+                elif x.ndim == 3:
+                    dim = (0, 1)
+                xmean = x.mean(dim, keepdim=True)
+                xvar = x.var(dim, keepdim=True)
+            else:
+                xmean = self.running_mean
+                xvar = self.running_var
+            xhat = (x - xmean) / torch.sqrt(xvar + self.eps)
+            self.out = self.gamma * xhat + self.beta
+            if self.training:
+                with torch.no_grad():
+                    self.running_mean = (1 - self.momentum) * self.running_mean + self.momentum * xmean
+                    self.running_var = (1 - self.momentum) * self.running_var + self.momentum * xvar
+            return self.out
+
+        def parameters(self):
+            return [self.gamma, self.beta]
+
+
+    class Tanh:
+        def __call__(self, x):
+            self.out = torch.tanh(x)
+            return self.out
+
+        def parameters(self):
+            return []
+
+
+    class Embedding:
+        def __init__(self, num_embeddings, embedding_dim):
+            self.weight = torch.randn((num_embeddings, embedding_dim))
+
+        def __call__(self, IX):
+            self.out = self.weight[IX]
+            return self.out
+
+        def parameters(self):
+            return [self.weight]
+
+
+    class FlattenConsecutive:
+        def __init__(self, n):
+            self.n = n
+
+        def __call__(self, x):
+            B, T, C = x.shape
+            x = x.view(B, T//self.n, C*self.n)
+            if x.shape[1] == 1:
+                x = x.squeeze(1)
+            self.out = x
+            return self.out
+
+        def parameters(self):
+            return []
+
+
+    class Sequential:
+        def __init__(self, layers):
+            self.layers = layers
+
+        def __call__(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            self.out = x
+            return self.out
+
+        def parameters(self):
+            return [p for layer in self.layers for p in layer.parameters()]
+
+
+    torch.manual_seed(42)
+    n_embd, n_hidden, vocab_size = 8, 24, 27
+    model = Sequential([
+        Embedding(vocab_size, n_embd),
+        FlattenConsecutive(2), Linear(n_embd * 2, n_hidden, bias=False), BatchNorm1d(n_hidden), Tanh(),
+        FlattenConsecutive(2), Linear(n_hidden * 2, n_hidden, bias=False), BatchNorm1d(n_hidden), Tanh(),
+        FlattenConsecutive(2), Linear(n_hidden * 2, n_hidden, bias=False), BatchNorm1d(n_hidden), Tanh(),
+        Linear(n_hidden, vocab_size),
+    ])
+    for layer, name in zip([model.layers[i] for i in (0, 2, 6, 10, 13)], ["C", "W1", "W2", "W3", "W4"]):
+        layer.weight = torch.tensor(start[name])  # the harness's draws
+    with torch.no_grad():
+        model.layers[-1].weight *= 0.1
+
+    parameters = model.parameters()
+    print(sum(p.nelement() for p in parameters))
+    for p in parameters:
+        p.requires_grad = True
+
+    Xtr, Ytr = torch.tensor(X), torch.tensor(Y)
+    max_steps = 60
+    batch_size = 32
+    lossi = []
+    for i in range(max_steps):
+        ix = torch.randint(0, Xtr.shape[0], (batch_size,))
+        ix = torch.tensor(batches[i])  # the harness's draws
+        Xb, Yb = Xtr[ix], Ytr[ix]
+        logits = model(Xb)
+        loss = F.cross_entropy(logits, Yb)
+        for p in parameters:
+            p.grad = None
+        loss.backward()
+        lr = 0.1 if i < 40 else 0.01
+        for p in parameters:
+            p.data += -lr * p.grad
+        lossi.append(loss.log10().item())
+
+    shapes = []
+    for layer in model.layers:
+        shapes.append((layer.__class__.__name__, tuple(layer.out.shape)))
+
+    for layer in model.layers:
+        layer.training = False
+
+
+    @torch.no_grad()
+    def split_loss(split):
+        x, y = {'train': (Xtr, Ytr)}[split]
+        logits = model(x)
+        loss = F.cross_entropy(logits, y)
+        return loss.item()
+
+
+    curve = torch.tensor(lossi).view(-1, 20).mean(1)
+    g = torch.Generator().manual_seed(2147483647 + 10)
+    context = [0] * 8
+    logits = model(torch.tensor([context]))
+    probs = F.softmax(logits, dim=1)
+    ix = torch.multinomial(probs, num_samples=1, generator=g).item()
+
+    result = dict(lossi=lossi, shapes=shapes, train=split_loss('train'), curve=curve.numpy(),
+                  running_var=model.layers[7].running_var.numpy(), probs=probs.detach().numpy(),
+                  drawn=type(ix).__name__)
+""")
+
 program("makemore_manual_backprop", """
     import torch
     import torch.nn.functional as F
@@ -1875,6 +2044,11 @@ def inputs(name: str, tmp: str = "") -> dict:
                      W2=_f32(rng, 32, 32, scale=32 ** -0.5), W3=_f32(rng, 32, 27, scale=32 ** -0.5))
         return dict(X=X, Y=Y, start=start,
                     batches=[rng.integers(0, len(X), 32) for _ in range(60)])
+    if name == "makemore_wavenet_hierarchy":
+        X, Y = _context_dataset(8)
+        start = dict(C=_f32(rng, 27, 8), W1=_f32(rng, 16, 24, scale=16 ** -0.5), W2=_f32(rng, 48, 24, scale=48 ** -0.5),
+                     W3=_f32(rng, 48, 24, scale=48 ** -0.5), W4=_f32(rng, 24, 27, scale=24 ** -0.5))
+        return dict(X=X, Y=Y, start=start, batches=[rng.integers(0, len(X), 32) for _ in range(60)])
     if name == "makemore_manual_backprop":
         X, Y = _context_dataset()
         order = rng.permutation(len(X))[:32]
