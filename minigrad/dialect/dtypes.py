@@ -6,6 +6,8 @@ and ``bool`` are among PyTorch's names, and would hide Python's builtins in any
 module that also computes.)
 """
 
+import builtins
+
 import numpy as np
 
 float16 = half = np.dtype(np.float16)
@@ -21,8 +23,8 @@ bool = np.dtype(np.bool_)  # noqa: A001  (torch.bool)
 
 class TensorType:
     """``mg.LongTensor``, ``mg.FloatTensor``...: PyTorch's legacy tensor types, which code still passes to name a
-    dtype (``x.type(torch.LongTensor)``); here each stands for its dtype. Called, as PyTorch's legacy
-    constructor, it says what to write instead."""
+    dtype (``x.type(torch.LongTensor)``); here each stands for its dtype. Called, each is PyTorch's legacy
+    constructor: ``mg.LongTensor([1, 2])`` holds that data, ``mg.FloatTensor(2, 3)`` is ``mg.empty(2, 3)``."""
 
     def __init__(self, name: str, dtype):
         self.__name__, self._dtype = name, np.dtype(dtype)  # (not .dtype: np.dtype() would read it as one)
@@ -30,13 +32,12 @@ class TensorType:
     def __repr__(self) -> str:
         return f"<class 'minigrad.{self.__name__}'>"
 
-    def __call__(self, *args, **kwargs):
-        dtype = f"mg.{self._dtype.name}"
-        if len(args) == 1 and isinstance(args[0], list | tuple):
-            instead = f"mg.tensor({list(args[0])!r}, dtype={dtype})"
-        else:
-            instead = f"mg.empty({args!r}, dtype={dtype})"
-        raise TypeError(f"mg.{self.__name__}(...) is PyTorch's legacy constructor; write {instead}")
+    def __call__(self, *args):
+        from .creation import empty, tensor  # (creation.py reads this file)
+
+        if len(args) == 1 and not isinstance(args[0], builtins.int | np.integer):  # (int is a dtype here)
+            return tensor(args[0], dtype=self._dtype)
+        return empty(*args, dtype=self._dtype)
 
 
 FloatTensor, DoubleTensor, HalfTensor = (TensorType(n, t) for n, t in (

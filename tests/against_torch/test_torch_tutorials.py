@@ -1175,6 +1175,189 @@ program("char_rnn_name_classification", """
 
 
 # --------------------------------------------------------------------------------------
+# Deep learning for NLP: a bag-of-words classifier, n-gram word embeddings, an LSTM part-of-speech tagger
+# --------------------------------------------------------------------------------------
+
+program("nlp_bag_of_words_and_ngram_embeddings", """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    import torch.optim as optim
+
+    word_to_ix = {}
+    for sent, _ in data + test_data:
+        for word in sent:
+            if word not in word_to_ix:
+                word_to_ix[word] = len(word_to_ix)
+    VOCAB_SIZE = len(word_to_ix)
+    NUM_LABELS = 2
+
+
+    class BoWClassifier(nn.Module):
+        def __init__(self, num_labels, vocab_size):
+            super(BoWClassifier, self).__init__()
+            self.linear = nn.Linear(vocab_size, num_labels)
+
+        def forward(self, bow_vec):
+            return F.log_softmax(self.linear(bow_vec), dim=1)
+
+
+    def make_bow_vector(sentence, word_to_ix):
+        vec = torch.zeros(len(word_to_ix))
+        for word in sentence:
+            vec[word_to_ix[word]] += 1
+        return vec.view(1, -1)
+
+
+    def make_target(label, label_to_ix):
+        return torch.LongTensor([label_to_ix[label]])
+
+
+    model = BoWClassifier(NUM_LABELS, VOCAB_SIZE)
+    model.load_state_dict({k: torch.tensor(v) for k, v in bow_start.items()})
+    label_to_ix = {"SPANISH": 0, "ENGLISH": 1}
+    with torch.no_grad():
+        before = [model(make_bow_vector(instance, word_to_ix)).numpy() for instance, _ in test_data]
+        creo_before = next(model.parameters())[:, word_to_ix["creo"]].tolist()
+    loss_function = nn.NLLLoss()
+    optimizer = optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(100):
+        for instance, label in data:
+            model.zero_grad()
+            bow_vec = make_bow_vector(instance, word_to_ix)
+            target = make_target(label, label_to_ix)
+            log_probs = model(bow_vec)
+            loss = loss_function(log_probs, target)
+            loss.backward()
+            optimizer.step()
+    with torch.no_grad():
+        after = [model(make_bow_vector(instance, word_to_ix)).numpy() for instance, _ in test_data]
+        creo_after = next(model.parameters())[:, word_to_ix["creo"]].tolist()
+
+    CONTEXT_SIZE = 2
+    EMBEDDING_DIM = 10
+    ngrams = [([test_sentence[i - j - 1] for j in range(CONTEXT_SIZE)], test_sentence[i])
+              for i in range(CONTEXT_SIZE, len(test_sentence))]
+    vocab = sorted(set(test_sentence))
+    ngram_ix = {word: i for i, word in enumerate(vocab)}
+
+
+    class NGramLanguageModeler(nn.Module):
+        def __init__(self, vocab_size, embedding_dim, context_size):
+            super(NGramLanguageModeler, self).__init__()
+            self.embeddings = nn.Embedding(vocab_size, embedding_dim)
+            self.linear1 = nn.Linear(context_size * embedding_dim, 32)
+            self.linear2 = nn.Linear(32, vocab_size)
+
+        def forward(self, inputs):
+            embeds = self.embeddings(inputs).view((1, -1))
+            out = F.relu(self.linear1(embeds))
+            out = self.linear2(out)
+            log_probs = F.log_softmax(out, dim=1)
+            return log_probs
+
+
+    losses = []
+    loss_function = nn.NLLLoss()
+    ngram_model = NGramLanguageModeler(len(vocab), EMBEDDING_DIM, CONTEXT_SIZE)
+    ngram_model.load_state_dict({k: torch.tensor(v) for k, v in ngram_start.items()})
+    optimizer = optim.SGD(ngram_model.parameters(), lr=0.001)
+    for epoch in range(5):
+        total_loss = 0
+        for context, target in ngrams:
+            context_idxs = torch.tensor([ngram_ix[w] for w in context], dtype=torch.long)
+            ngram_model.zero_grad()
+            log_probs = ngram_model(context_idxs)
+            loss = loss_function(log_probs, torch.tensor([ngram_ix[target]], dtype=torch.long))
+            loss.backward()
+            optimizer.step()
+            total_loss += loss.item()
+        losses.append(total_loss)
+    print(losses)
+
+    result = dict(before=before, after=after, creo=(creo_before, creo_after), losses=losses,
+                  beauty=ngram_model.embeddings.weight[ngram_ix["beauty"]].detach().numpy())
+""")
+
+program("sequence_models_lstm_tagger", """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    import torch.optim as optim
+
+    torch.manual_seed(1)
+    lstm = nn.LSTM(3, 3)
+    lstm.load_state_dict({k: torch.tensor(v) for k, v in lstm_start.items()})
+    inputs = [torch.tensor(v) for v in sequence]  # five (1, 3) steps
+    hidden = (torch.tensor(h0), torch.tensor(c0))  # each (num_layers, batch, hidden) = (1, 1, 3)
+    for i in inputs:
+        out, hidden = lstm(i.view(1, 1, -1), hidden)
+    step_by_step = (out.detach().numpy(), hidden[0].detach().numpy(), hidden[1].detach().numpy())
+
+    inputs = torch.cat(inputs).view(len(inputs), 1, -1)  # (T, B, input_size), as nn.LSTM reads it
+    hidden = (torch.tensor(h0), torch.tensor(c0))
+    out, hidden = lstm(inputs, hidden)
+    all_at_once = (out.detach().numpy(), hidden[0].detach().numpy(), hidden[1].detach().numpy())
+
+
+    def prepare_sequence(seq, to_ix):
+        idxs = [to_ix[w] for w in seq]
+        return torch.tensor(idxs, dtype=torch.long)
+
+
+    word_to_ix = {}
+    for sent, tags in training_data:
+        for word in sent:
+            if word not in word_to_ix:
+                word_to_ix[word] = len(word_to_ix)
+    tag_to_ix = {"DET": 0, "NN": 1, "V": 2}
+    EMBEDDING_DIM = 6
+    HIDDEN_DIM = 6
+
+
+    class LSTMTagger(nn.Module):
+        def __init__(self, embedding_dim, hidden_dim, vocab_size, tagset_size):
+            super(LSTMTagger, self).__init__()
+            self.hidden_dim = hidden_dim
+            self.word_embeddings = nn.Embedding(vocab_size, embedding_dim)
+            self.lstm = nn.LSTM(embedding_dim, hidden_dim)
+            self.hidden2tag = nn.Linear(hidden_dim, tagset_size)
+
+        def forward(self, sentence):
+            embeds = self.word_embeddings(sentence)
+            lstm_out, _ = self.lstm(embeds.view(len(sentence), 1, -1))
+            tag_space = self.hidden2tag(lstm_out.view(len(sentence), -1))
+            tag_scores = F.log_softmax(tag_space, dim=1)
+            return tag_scores
+
+
+    model = LSTMTagger(EMBEDDING_DIM, HIDDEN_DIM, len(word_to_ix), len(tag_to_ix))
+    model.load_state_dict({k: torch.tensor(v) for k, v in tagger_start.items()})
+    loss_function = nn.NLLLoss()
+    optimizer = optim.SGD(model.parameters(), lr=0.1)
+    with torch.no_grad():
+        inputs = prepare_sequence(training_data[0][0], word_to_ix)
+        before = model(inputs).numpy()
+    losses = []
+    for epoch in range(30):
+        for sentence, tags in training_data:
+            model.zero_grad()
+            sentence_in = prepare_sequence(sentence, word_to_ix)
+            targets = prepare_sequence(tags, tag_to_ix)
+            tag_scores = model(sentence_in)
+            loss = loss_function(tag_scores, targets)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+    with torch.no_grad():
+        after = model(prepare_sequence(training_data[0][0], word_to_ix))
+
+    result = dict(step_by_step=step_by_step, all_at_once=all_at_once, before=before, losses=losses,
+                  after=after.numpy(), tags=after.argmax(1).tolist(), names=sorted(model.state_dict()))
+""")
+
+
+# --------------------------------------------------------------------------------------
 # makemore, parts 1 to 4
 # --------------------------------------------------------------------------------------
 
@@ -1999,6 +2182,30 @@ def inputs(name: str, tmp: str = "") -> dict:
                     circle_start=circle_start, blob_start=blob_start)
     if name == "tensor_fundamentals_of_a_course":
         return dict(matrix_a=[[1, 2], [3, 4], [5, 6]], matrix_b=[[7, 10], [8, 11], [9, 12]])
+    if name == "nlp_bag_of_words_and_ngram_embeddings":
+        data = [("me gusta comer en la cafeteria".split(), "SPANISH"), ("Give it to me".split(), "ENGLISH"),
+                ("No creo que sea una buena idea".split(), "SPANISH"),
+                ("No it is not a good idea to get lost at sea".split(), "ENGLISH")]
+        test_data = [("Yo creo que si".split(), "SPANISH"), ("it is lost on me".split(), "ENGLISH")]
+        vocab = len({w for s, _ in data + test_data for w in s})
+        sentence = ("the quick beauty of a small field is the field where the quick wind meets the small "
+                    "beauty of a morning").split()
+        n_words = len(set(sentence))
+        return dict(data=data, test_data=test_data, test_sentence=sentence,
+                    bow_start=_state(rng, {"linear.weight": (2, vocab), "linear.bias": (2,)}),
+                    ngram_start=dict(_state(rng, {"linear1.weight": (32, 20), "linear1.bias": (32,),
+                                                  "linear2.weight": (n_words, 32), "linear2.bias": (n_words,)}),
+                                     **{"embeddings.weight": _f32(rng, n_words, 10)}))
+    if name == "sequence_models_lstm_tagger":
+        training_data = [("The dog ate the apple".split(), ["DET", "NN", "V", "DET", "NN"]),
+                         ("Everybody read that book".split(), ["NN", "V", "DET", "NN"])]
+        lstm = {f"{w}_l0": s for w, s in (("weight_ih", (12, 3)), ("weight_hh", (12, 3)), ("bias_ih", (12,)),
+                                          ("bias_hh", (12,)))}
+        tagger = {f"lstm.{w}_l0": s for w, s in (("weight_ih", (24, 6)), ("weight_hh", (24, 6)), ("bias_ih", (24,)),
+                                                 ("bias_hh", (24,)))}
+        tagger.update({"word_embeddings.weight": (9, 6), "hidden2tag.weight": (3, 6), "hidden2tag.bias": (3,)})
+        return dict(lstm_start=_state(rng, lstm), sequence=[_f32(rng, 1, 3) for _ in range(5)], h0=_f32(rng, 1, 1, 3),
+                    c0=_f32(rng, 1, 1, 3), training_data=training_data, tagger_start=_state(rng, tagger))
     if name == "tensors_tutorial":
         return dict(m=_f32(rng, 4, 4))
     if name == "autograd_tutorial":
