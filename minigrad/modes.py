@@ -120,12 +120,20 @@ class no_grad(set_grad_enabled):
 
 class inference_mode(set_grad_enabled):
     """PyTorch's ``inference_mode`` (``with torch.inference_mode():``, ``@torch.inference_mode()``): here
-    ``no_grad``'s meaning, as its results are the same; ``inference_mode(False)`` records as usual."""
+    ``no_grad``'s meaning, as its results are the same; ``inference_mode(False)`` changes nothing."""
 
     _immediate = False
 
     def __init__(self, mode: bool = True):
-        super().__init__(not mode)
+        super().__init__(False)
+        self.enabled = bool(mode)
+
+    def _set(self, mode: bool) -> None:
+        if self.enabled:
+            super()._set(mode)
+
+    def _fresh(self) -> inference_mode:
+        return type(self)(self.enabled)
 
 
 class enable_grad(set_grad_enabled):

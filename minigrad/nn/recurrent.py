@@ -166,7 +166,8 @@ class _Recurrent(Module):
                     setattr(self, f"{name}_l{layer}", getattr(cell, name))
 
     def forward(self, input: Tensor, hx=None):
-        """Run over the sequence; returns (outputs (B, T, hidden_size), final state (num_layers, B, hidden_size))."""
+        """Run over the sequence; returns (outputs, (T, B, hidden_size) or with batch_first (B, T, hidden_size),
+        final state (num_layers, B, hidden_size))."""
         check_input(self, input, dtype=False)
         x = input if self.batch_first else input.transpose(0, 1)  # (B, T, input_size)
         if x.ndim != 3 or x.shape[1] == 0:

@@ -287,7 +287,8 @@ def _surface_rows() -> list:
              ("T.arange(1, 7, end=5)", None), ("T.arange(start=2)", None),
              ("T.vstack([x, x * 2])", (3, 4)), ("T.vstack([x, x])", (4,)), ("T.vstack((x, x[:1]))", (2, 3)),
              ("T.hstack([x, x * 2])", (4,)), ("T.hstack([x, x[:, :1]])", (3, 4)), ("T.hstack([x, x])", (2, 3, 4)),
-             ("T.inference_mode(False)(lambda: x * 2)()", (3,))]
+             ("T.inference_mode(False)(lambda: x * 2)()", (3,)),
+             ("T.no_grad()(lambda: T.inference_mode(False)(lambda: x * 2)())()", (3,))]
     return rows
 
 
