@@ -4,9 +4,11 @@ Each program below is one source string in the style of a tutorial or notebook l
 PyTorch with Examples" (a cubic fit of sin by hand, with autograd, with ``nn``, with an optimizer, with a
 ``Module`` of one's own, with dynamic control flow, with an ``autograd.Function``), the "Tensors",
 "Automatic differentiation" and "Datasets & DataLoaders" tutorials, "Build the neural network" with
-"Optimization loop", "What is torch.nn really?", a character-RNN name classifier, and Karpathy's micrograd
-(its check against PyTorch, an MLP with a max-margin loss), makemore parts 1 to 4 and "Let's build GPT".
-Each is our own code in the spellings those sources use, not a copy of them.
+"Optimization loop", "What is torch.nn really?", a character-RNN name classifier, the NLP tutorials (a
+bag-of-words classifier, n-gram embeddings, an LSTM tagger), a beginner course's notebooks (tensor
+fundamentals, a workflow with save/load, classification), and Karpathy's micrograd (its check against
+PyTorch, an MLP with a max-margin loss), makemore parts 1 to 5 and "Let's build GPT". Each is our own code
+in the spellings those sources use, not a copy of them.
 
 The harness runs each source twice: as written (``import torch``...) and with every import line pointed at
 minigrad (``import minigrad as torch``, ``import minigrad.nn as nn``...), nothing else changed. Data and
