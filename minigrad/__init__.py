@@ -44,7 +44,9 @@ from .autograd import (
 )
 from .dialect import ValuesIndices, dtypes
 from .dialect.creation import (
+    accelerator,
     arange,
+    backends,
     cuda,
     device,
     empty,
@@ -59,9 +61,28 @@ from .dialect.creation import (
     zeros,
     zeros_like,
 )
-from .dialect.random import Generator, default_generator, manual_seed, multinomial, rand, randint, randn, randperm
+from .dialect.random import (
+    Generator,
+    default_generator,
+    manual_seed,
+    multinomial,
+    rand,
+    rand_like,
+    randint,
+    randn,
+    randn_like,
+    randperm,
+)
 from .kernels.backend import backend
-from .modes import composite_mode, enable_grad, is_composite_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .modes import (
+    composite_mode,
+    enable_grad,
+    inference_mode,
+    is_composite_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from .ops import OPS
 from .tensor import OpError, Tensor
 
@@ -74,7 +95,7 @@ globals().update({name: getattr(dtypes, name) for name in dtypes.DTYPE_NAMES})
 
 def __getattr__(name: str):
     """``import minigrad as torch`` reaches ``torch.nn``, ``torch.optim``, ``torch.utils.data`` without a second
-    import, and ``torch.save``/``torch.load`` (``minigrad.io``'s ``save_object``/``load_object``)."""
+    import, ``torch.save``/``torch.load`` (``minigrad.io``'s ``save_object``/``load_object``) and ``torch.random``."""
     if name in ("nn", "optim", "viz", "io", "utils"):
         import importlib
 
@@ -83,16 +104,20 @@ def __getattr__(name: str):
         from . import io
 
         return io.save_object if name == "save" else io.load_object
+    if name == "random":  # torch.random.manual_seed(42)
+        return dialect.random
     raise AttributeError(f"module 'minigrad' has no attribute {name!r}")
 
 
 __all__ = [
     "OPS", "AnomalyError", "Generator", "GradcheckError", "OpError", "Tensor", "VJPError", "ValuesIndices", "arange",
-    "backend", "backward", "composite_mode", "cuda", "default_generator", "detect_anomaly",
+    "accelerator", "backend", "backends", "backward", "composite_mode", "cuda", "default_generator", "detect_anomaly",
     "device", "dialect", "dtypes", "empty", "enable_grad", "eye", "from_numpy", "full", "full_like", "fused", "grad",
-    "gradcheck", "gradgradcheck", "hessian", "hvp", "is_composite_mode", "is_grad_enabled", "jacobian", "jvp",
+    "gradcheck", "gradgradcheck", "hessian", "hvp", "inference_mode", "is_composite_mode", "is_grad_enabled",
+    "jacobian", "jvp",
     "kernels", "linearize", "linspace", "manual_seed", "multinomial", "no_grad", "ones", "ones_like", "ops", "rand",
-    "randint", "randn", "randperm", "set_grad_enabled", "tensor", "vjp", "zeros", "zeros_like",
+    "rand_like", "randint", "randn", "randn_like", "randperm", "set_grad_enabled", "tensor", "vjp", "zeros",
+    "zeros_like",
     *dialect.functions, *dtypes.DTYPE_NAMES,
 ]
 __version__ = "0.1.0"

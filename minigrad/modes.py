@@ -118,6 +118,20 @@ class no_grad(set_grad_enabled):
         super().__init__(False)
 
 
+class inference_mode(set_grad_enabled):
+    """PyTorch's ``inference_mode`` (``with torch.inference_mode():``, ``@torch.inference_mode()``): here
+    ``no_grad``'s meaning, as its results are the same; ``inference_mode(False)`` records the graph, as
+    PyTorch's does (inside ``no_grad`` too)."""
+
+    _immediate = False
+
+    def __init__(self, mode: bool = True):
+        super().__init__(not mode)
+
+    def _fresh(self) -> inference_mode:
+        return type(self)(not self.mode)
+
+
 class enable_grad(set_grad_enabled):
     """Record the graph again inside a ``no_grad`` region."""
 

@@ -154,6 +154,12 @@ class Tensor:
         """True for tensors made by the user (not by an op that recorded a graph)."""
         return self._op is None
 
+    @property
+    def grad_fn(self):
+        """PyTorch's name for what made this tensor in a recorded graph: its op-table entry (``registry.Op``,
+        ``.name`` says which op); None for a leaf and for a tensor made outside a graph (under ``no_grad``)."""
+        return self._op
+
     def __len__(self) -> int:
         return len(self.data)
 

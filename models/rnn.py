@@ -68,7 +68,8 @@ class RNNLM(nn.Module):
         self.config = c = config
         self.tok_emb = nn.Embedding(c.vocab_size, c.d_model, rng=rng)
         self.drop = nn.Dropout(c.dropout, rng=rng)
-        self.rnn = _LAYERS[c.cell](c.d_model, c.hidden_size, num_layers=c.n_layer, dropout=c.dropout, rng=rng)
+        self.rnn = _LAYERS[c.cell](c.d_model, c.hidden_size, num_layers=c.n_layer, dropout=c.dropout, batch_first=True,
+                                   rng=rng)
         self.lm_head = nn.Linear(c.hidden_size, c.vocab_size, rng=rng)
         if c.tie_weights:
             self.lm_head.weight = self.tok_emb.weight

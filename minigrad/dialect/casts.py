@@ -8,7 +8,7 @@ from ..registry import OPS, apply, bind_call_form
 from ..tensor import Tensor
 from .arguments import bind
 from .creation import CPU, check_device
-from .dtypes import as_dtype
+from .dtypes import as_dtype, legacy
 
 
 @bind("astype", "to")
@@ -45,7 +45,7 @@ for _name, _dtype in (("float", np.float32), ("double", np.float64), ("half", np
 @bind("astype", "type")
 def type_(self, dtype=None):
     """``x.type(mg.float64)`` casts; ``x.type()`` names the dtype."""
-    return f"minigrad.{self.dtype}" if dtype is None else to(self, dtype)
+    return f"minigrad.{self.dtype}" if dtype is None else to(self, legacy(dtype))
 
 
 @bind(None, "cpu")

@@ -80,6 +80,50 @@ class cuda:  # noqa: N801  (torch.cuda's name)
     manual_seed_all = manual_seed
 
 
+class accelerator:  # noqa: N801  (torch.accelerator's name)
+    """No accelerator here, as PyTorch says on such a machine: ``is_available()`` is False and
+    ``current_accelerator()`` None, so the tutorials' device line picks "cpu"."""
+
+    @staticmethod
+    def is_available() -> bool:
+        return False
+
+    @staticmethod
+    def current_accelerator():
+        return None
+
+    @staticmethod
+    def device_count() -> int:
+        return 0
+
+
+class _Absent:
+    """A GPU backend this machine lacks (``mg.backends.mps``): not available, not built."""
+
+    @staticmethod
+    def is_available() -> bool:
+        return False
+
+    @staticmethod
+    def is_built() -> bool:
+        return False
+
+
+class backends:  # noqa: N801  (torch.backends' name)
+    """``mg.backends.mps.is_available()`` is False (the tutorials' device line), and the GPU switches scripts set
+    (``torch.backends.cuda.matmul.allow_tf32 = True``, ``torch.backends.cudnn.benchmark = True``) can be set:
+    on the CPU they change nothing."""
+
+    mps = _Absent
+
+    class cuda:  # noqa: N801
+        class matmul:  # noqa: N801
+            allow_tf32 = False
+
+    class cudnn(_Absent):  # noqa: N801
+        allow_tf32, benchmark, deterministic = True, False, False
+
+
 # --------------------------------------------------------------------------------------
 # Constructors
 # --------------------------------------------------------------------------------------
@@ -116,25 +160,35 @@ def from_numpy(array: np.ndarray) -> Tensor:
     return Tensor._wrap(array)
 
 
+def sized(shape: tuple, size, who: str) -> tuple:
+    """The size given positionally (``zeros(2, 3)``, ``zeros((2, 3))``) or as PyTorch's keyword (``size=(2, 3)``)."""
+    if size is None:
+        return shape
+    if shape:
+        raise TypeError(f"{who}: the size is given twice, positionally and as size=; write {who}(size=...) alone")
+    return (size,)
+
+
 def _filled(who: str, fill, size, dtype, device, requires_grad) -> Tensor:
     check_device(device, who)
     dtype = as_dtype(dtype, who) or np.dtype(np.float32)
     return Tensor(np.full(_shape(size, who), fill, dtype=dtype), requires_grad=requires_grad)
 
 
-def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Zeros of shape ``size`` (float32 unless ``dtype``): ``mg.zeros(2, 3)`` or ``mg.zeros((2, 3))``."""
-    return _filled("zeros", 0, size, dtype, device, requires_grad)
+def zeros(*shape, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Zeros of shape ``size`` (float32 unless ``dtype``): ``mg.zeros(2, 3)``, ``mg.zeros((2, 3))``,
+    ``mg.zeros(size=(2, 3))``."""
+    return _filled("zeros", 0, sized(shape, size, "zeros"), dtype, device, requires_grad)
 
 
-def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def ones(*shape, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Ones of shape ``size`` (float32 unless ``dtype``)."""
-    return _filled("ones", 1, size, dtype, device, requires_grad)
+    return _filled("ones", 1, sized(shape, size, "ones"), dtype, device, requires_grad)
 
 
-def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def empty(*shape, size=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of shape ``size`` to be written over (minigrad fills it with zeros)."""
-    return _filled("empty", 0, size, dtype, device, requires_grad)
+    return _filled("empty", 0, sized(shape, size, "empty"), dtype, device, requires_grad)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -170,8 +224,17 @@ def full_like(input: Tensor, fill_value, dtype=None, device=None, requires_grad:
     return _like("full_like", fill_value, input, dtype, device, requires_grad)
 
 
-def arange(*args, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """``arange(end)``, ``arange(start, end[, step])``: int64 for int arguments, float32 if any is a float."""
+def arange(*args, start=None, end=None, step=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """``arange(end)``, ``arange(start, end[, step])`` (or PyTorch's keywords, ``arange(start=0, end=10, step=2)``):
+    int64 for int arguments, float32 if any is a float."""
+    keywords = {k: v for k, v in dict(start=start, end=end, step=step).items() if v is not None}
+    if keywords:  # the positional ones are start, end, step in that order
+        given = dict(zip(("start", "end", "step"), args))
+        if given.keys() & keywords.keys() or "end" not in given.keys() | keywords.keys():
+            raise TypeError(f"arange: got {args} and {keywords}; write mg.arange(0, 10, 2) or "
+                            f"mg.arange(start=0, end=10, step=2)")
+        given |= keywords
+        args = (given.get("start", 0), given["end"], given.get("step", 1))
     check_device(device, "arange")
     dtype = as_dtype(dtype, "arange")
     if dtype is None:

@@ -6,6 +6,8 @@ and ``bool`` are among PyTorch's names, and would hide Python's builtins in any
 module that also computes.)
 """
 
+import builtins
+
 import numpy as np
 
 float16 = half = np.dtype(np.float16)
@@ -17,8 +19,44 @@ int64 = long = np.dtype(np.int64)
 uint8 = np.dtype(np.uint8)
 bool = np.dtype(np.bool_)  # noqa: A001  (torch.bool)
 
+
+
+class TensorType:
+    """``mg.LongTensor``, ``mg.FloatTensor``...: PyTorch's legacy tensor types, which code still passes to name a
+    dtype (``x.type(torch.LongTensor)``); here each stands for its dtype. Called, each is PyTorch's legacy
+    constructor: ``mg.LongTensor([1, 2])`` holds that data, ``mg.FloatTensor(2, 3)`` is ``mg.empty(2, 3)``."""
+
+    def __init__(self, name: str, dtype):
+        self.__name__, self._dtype = name, np.dtype(dtype)  # (not .dtype: np.dtype() would read it as one)
+
+    def __repr__(self) -> str:
+        return f"<class 'minigrad.{self.__name__}'>"
+
+    def __call__(self, *args):
+        from .creation import empty, tensor  # (creation.py reads this file)
+
+        if len(args) == 1 and not isinstance(args[0], builtins.int | np.integer):  # (int is a dtype here)
+            return tensor(args[0], dtype=self._dtype)
+        return empty(*args, dtype=self._dtype)
+
+
+FloatTensor, DoubleTensor, HalfTensor = (TensorType(n, t) for n, t in (
+    ("FloatTensor", np.float32), ("DoubleTensor", np.float64), ("HalfTensor", np.float16)))
+LongTensor, IntTensor, ShortTensor, CharTensor, ByteTensor, BoolTensor = (TensorType(n, t) for n, t in (
+    ("LongTensor", np.int64), ("IntTensor", np.int32), ("ShortTensor", np.int16), ("CharTensor", np.int8),
+    ("ByteTensor", np.uint8), ("BoolTensor", np.bool_)))
+
 DTYPE_NAMES = ("float16", "half", "float32", "float", "float64", "double", "int8", "int16", "int32", "int",
-               "int64", "long", "uint8", "bool")
+               "int64", "long", "uint8", "bool", "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor",
+               "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor")
+
+
+def legacy(dtype):
+    """``x.type(...)``'s argument: a legacy tensor type (``mg.LongTensor``, ``'torch.LongTensor'``) as its dtype,
+    anything else as given (only ``x.type`` takes them, as in PyTorch)."""
+    if isinstance(dtype, str) and dtype.startswith(("torch.", "minigrad.")) and dtype.endswith("Tensor"):
+        dtype = globals().get(dtype.split(".", 1)[1], dtype)
+    return dtype._dtype if isinstance(dtype, TensorType) else dtype
 
 
 def as_dtype(dtype, who: str) -> np.dtype | None:

@@ -32,6 +32,19 @@ def stack(tensors, dim=None, *, axis=None) -> Tensor:
     return apply(OPS["stack"], *tensors, axis=0 if dim is None else dim)
 
 
+def vstack(tensors) -> Tensor:
+    """Rows on top of each other: ``mg.cat`` along dim 0, a 1-D tensor taken as one row (PyTorch's ``vstack``)."""
+    tensors = [as_tensor(t, "vstack") for t in tensors]
+    return cat([t.reshape(1, -1) if t.ndim < 2 else t for t in tensors], 0)
+
+
+def hstack(tensors) -> Tensor:
+    """Side by side: ``mg.cat`` along dim 1, or along dim 0 for 1-D tensors (PyTorch's ``hstack``)."""
+    tensors = [as_tensor(t, "hstack") for t in tensors]
+    tensors = [t.reshape(1) if t.ndim == 0 else t for t in tensors]
+    return cat(tensors, 0 if tensors and tensors[0].ndim == 1 else 1)
+
+
 def where(condition, input, other) -> Tensor:
     """``input`` where ``condition`` is True, else ``other`` (the condition is not differentiated)."""
     cond = condition.data if isinstance(condition, Tensor) else condition
@@ -91,6 +104,7 @@ FUNCTIONS = ("abs", "exp", "log", "log10", "log2", "sqrt", "tanh", "sigmoid", "r
 functions = {name: _function(name) for name in FUNCTIONS}
 functions.update(maximum=OPS["maximum"], minimum=OPS["minimum"])  # the ops: numbers too
 functions.update(linalg.FUNCTIONS)
-functions.update(cat=cat, concatenate=cat, concat=cat, stack=stack, where=where, einsum=einsum, allclose=allclose,
+functions.update(cat=cat, concatenate=cat, concat=cat, stack=stack, vstack=vstack, hstack=hstack, where=where,
+                 einsum=einsum, allclose=allclose,
                  isclose=isclose, equal=equal, numel=numel, get_default_dtype=creation.get_default_dtype,
                  set_default_dtype=creation.set_default_dtype, set_default_device=creation.set_default_device)

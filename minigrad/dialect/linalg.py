@@ -6,6 +6,7 @@ Each checks the ranks PyTorch's does (``bmm`` takes two 3-D tensors) and applies
 
 from __future__ import annotations
 
+from ..modes import no_grad
 from ..registry import OPS, apply
 from ..tensor import OpError, Tensor
 from .arguments import as_tensor, bind
@@ -41,28 +42,55 @@ def outer(self, vec2) -> Tensor:
     return apply(OPS["mul"], apply(OPS["reshape"], self, shape=(-1, 1)), vec2)
 
 
-def matmul(input, other) -> Tensor:
-    """``mg.matmul(a, b)`` (or ``input=``, ``other=``): ``a @ b``."""
-    return apply(OPS["matmul"], input, other)
+def _into(who: str, result: Tensor, out) -> Tensor:
+    """PyTorch's ``out=``: the result written into ``out`` (same shape; cast to its dtype), and ``out`` returned.
+
+    As in PyTorch, refused where the result would need a gradient: a write into ``out`` is not differentiable.
+    """
+    if out is None:
+        return result
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{who}: out= must be a Tensor, got {type(out).__name__}")
+    if result.requires_grad:
+        raise OpError(f"{who}(): functions with out=... arguments don't support automatic differentiation, but "
+                      f"one of the arguments requires grad; write out = {who}(...) instead, or call it under "
+                      f"mg.no_grad()")
+    src, dst = result.dtype, out.dtype
+    if (src != dst if who == "matmul" else (src.kind == "f" and dst.kind in "iub") or (dst.kind == "b" != src.kind)):
+        raise OpError(f"{who}: out= is {dst}, the result {src}, which PyTorch does not write into it; write "
+                      f"out = {who}(...) instead, or give out= dtype {src}")
+    if out.shape != result.shape:
+        raise OpError(f"{who}: out= has shape {out.shape}, the result {result.shape}; PyTorch would resize out "
+                      f"(with a warning): write out = {who}(...) instead")
+    with no_grad():
+        out.copy_(result)
+    return out
 
 
-def add(input, other, *, alpha=1) -> Tensor:
+def matmul(input, other, *, out=None) -> Tensor:
+    """``mg.matmul(a, b)`` (or ``input=``, ``other=``): ``a @ b``; ``out=t`` writes it into ``t``."""
+    return _into("matmul", apply(OPS["matmul"], input, other), out)
+
+
+def add(input, other, *, alpha=1, out=None) -> Tensor:
     """``input + alpha * other``."""
-    return apply(OPS["add"], input, other if alpha == 1 else apply(OPS["mul"], other, alpha))
+    return _into("add", apply(OPS["add"], input, other if alpha == 1 else apply(OPS["mul"], other, alpha)), out)
 
 
-def sub(input, other, *, alpha=1) -> Tensor:
+def sub(input, other, *, alpha=1, out=None) -> Tensor:
     """``input - alpha * other``."""
-    return apply(OPS["sub"], input, other if alpha == 1 else apply(OPS["mul"], other, alpha))
+    return _into("sub", apply(OPS["sub"], input, other if alpha == 1 else apply(OPS["mul"], other, alpha)), out)
 
 
-def mul(input, other) -> Tensor:
+def mul(input, other, *, out=None) -> Tensor:
     """``input * other``."""
-    return apply(OPS["mul"], input, other)
+    return _into("mul", apply(OPS["mul"], input, other), out)
 
 
-def div(input, other, *, rounding_mode=None) -> Tensor:
+def div(input, other, *, rounding_mode=None, out=None) -> Tensor:
     """``input / other``; ``rounding_mode='floor'`` or ``'trunc'`` rounds the quotient (not differentiated then)."""
+    if out is not None:
+        return _into("div", div(input, other, rounding_mode=rounding_mode), out)
     quotient = apply(OPS["div"], input, other)
     if rounding_mode is None:
         return quotient
@@ -73,9 +101,23 @@ def div(input, other, *, rounding_mode=None) -> Tensor:
     return rounded.to(a.dtype) if a.dtype.kind in "iu" and as_tensor(other, "div").dtype.kind in "iu" else rounded
 
 
+def _comparison(name: str, compare):
+    def comparison(input, other, *, out=None) -> Tensor:
+        return _into(name, compare(as_tensor(input, name), other), out)
+
+    comparison.__name__ = comparison.__qualname__ = name
+    comparison.__doc__ = f"``mg.{name}(input, other)``, ``x.{name}(other)``: compared elementwise (a bool tensor)."
+    return bind(None, name)(comparison)
+
+
+COMPARISONS = {name: _comparison(name, compare) for name, compare in (
+    ("eq", lambda a, b: a == b), ("ne", lambda a, b: a != b), ("lt", lambda a, b: a < b),
+    ("le", lambda a, b: a <= b), ("gt", lambda a, b: a > b), ("ge", lambda a, b: a >= b))}
+
 bind("div", "divide")(div)
 bind("mul", "multiply")(mul)
 bind("sub", "subtract")(sub)
 
 FUNCTIONS = {"mm": mm, "bmm": bmm, "mv": mv, "dot": dot, "outer": outer, "matmul": matmul, "add": add, "sub": sub,
-             "subtract": sub, "mul": mul, "multiply": mul, "div": div, "divide": div, "true_divide": div}
+             "subtract": sub, "mul": mul, "multiply": mul, "div": div, "divide": div, "true_divide": div,
+             **COMPARISONS}

@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import inplace as _inplace
 from ..tensor import OpError, Tensor
-from .creation import check_device
+from .creation import check_device, sized
 from .dtypes import as_dtype
 
 SEED_RANGE = (-(2 ** 63), 2 ** 64)  # PyTorch's: an int64 or a uint64
@@ -136,18 +136,45 @@ def _floating(dtype: np.dtype, who: str, what: str) -> None:
                         f"dtype=...) for random integers")
 
 
-def randn(*size, generator=None, rng=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    """Standard-normal draws of shape ``size`` (float32 unless ``dtype``, a floating one): ``mg.randn(27, 10)``."""
+def randn(*shape, size=None, generator=None, rng=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """Standard-normal draws of shape ``size`` (float32 unless ``dtype``, a floating one): ``mg.randn(27, 10)``,
+    ``mg.randn(size=(27, 10))``."""
+    size = sized(shape, size, "randn")
     _floating(as_dtype(dtype, "randn") or np.dtype(np.float32), "randn", "normal draws")
     draws = numpy_rng(generator, rng, "randn").standard_normal(_size(size, "randn"))
     return _made("randn", draws, dtype, device, requires_grad)
 
 
-def rand(*size, generator=None, rng=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def rand(*shape, size=None, generator=None, rng=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Uniform draws in [0, 1) of shape ``size`` (float32 unless ``dtype``, a floating one)."""
+    size = sized(shape, size, "rand")
     _floating(as_dtype(dtype, "rand") or np.dtype(np.float32), "rand", "uniform draws in [0, 1)")
     draws = numpy_rng(generator, rng, "rand").random(_size(size, "rand"))
     return _made("rand", draws, dtype, device, requires_grad)
+
+
+def _like_dtype(input: Tensor, dtype, who: str) -> np.dtype:
+    """``input``'s dtype, or ``dtype``: a floating one (PyTorch refuses draws into an integer tensor too)."""
+    dtype = as_dtype(dtype, who) or input.dtype
+    if dtype.kind != "f":
+        raise TypeError(f"{who}: draws are real numbers and {dtype.name} cannot hold them (PyTorch refuses too); "
+                        f"write mg.{who}(x, dtype=mg.float32)")
+    return dtype
+
+
+def rand_like(input: Tensor, *, generator=None, rng=None, dtype=None, device=None,
+              requires_grad: bool = False) -> Tensor:
+    """``rand`` with ``input``'s shape, and its dtype unless ``dtype`` (a floating one):
+    ``mg.rand_like(x, dtype=mg.float)``."""
+    dtype = _like_dtype(input, dtype, "rand_like")
+    return rand(*input.shape, generator=generator, rng=rng, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def randn_like(input: Tensor, *, generator=None, rng=None, dtype=None, device=None,
+               requires_grad: bool = False) -> Tensor:
+    """``randn`` with ``input``'s shape, and its dtype unless ``dtype`` (a floating one)."""
+    dtype = _like_dtype(input, dtype, "randn_like")
+    return randn(*input.shape, generator=generator, rng=rng, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def _integers_fit(low: int, high: int, dtype: np.dtype, who: str) -> None:

@@ -319,6 +319,10 @@ def index_select(self, dim, index) -> Tensor:
 def _placed(who: str, x: Tensor, dim, index, src) -> tuple:
     """(d, the advanced index of the places ``index`` names along ``dim``, src cut to ``index``'s shape)."""
     d, idx = axis_in(who, x, dim), _index(who, index)
+    if idx.ndim == 0 and x.ndim == 1:  # as PyTorch, a 0-d index of a 1-D input names one place
+        idx = idx.reshape(1)
+        if isinstance(src, Tensor) and src.ndim == 0:
+            src = apply(OPS["reshape"], src, shape=(1,))
     if idx.ndim != x.ndim:
         raise OpError(f"{who}: index has {idx.ndim} dims, input {x.ndim}: they must match (input {x.shape}, "
                       f"index {idx.shape})")
@@ -351,3 +355,18 @@ def scatter(self, dim, index, src=None, *, value=None, reduce=None) -> Tensor:
         return apply(OPS["masked_fill"], self, hit, value=src)
     written = apply(OPS["scatter_add"], src, index=places, shape=self.shape)
     return apply(OPS["add"], apply(OPS["masked_fill"], self, hit, value=0.0), written)
+
+
+@bind(None, "scatter_")
+def scatter_(self, dim, index, src=None, *, value=None, reduce=None) -> Tensor:
+    """``x.scatter(...)`` written into x in place, by the rules of ``x[...] = v``; returns x: the one-hot of
+    ``mg.zeros(10).scatter_(0, mg.tensor(y), value=1)``."""
+    self[...] = scatter(self, dim, index, src, value=value, reduce=reduce)
+    return self
+
+
+@bind(None, "scatter_add_")
+def scatter_add_(self, dim, index, src) -> Tensor:
+    """``x.scatter_add(...)`` written into x in place, by the rules of ``x[...] = v``; returns x."""
+    self[...] = scatter_add(self, dim, index, src)
+    return self

@@ -34,10 +34,12 @@ from .layers import (
     Identity,
     LayerNorm,
     Linear,
+    LogSoftmax,
     ReLU,
     RMSNorm,
     Sigmoid,
     SiLU,
+    Softmax,
     Tanh,
     Unflatten,
 )
@@ -50,9 +52,9 @@ from .transformer import TransformerBlock
 __all__ = [
     "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "Flatten", "L1Loss", "MSELoss", "NLLLoss", "Unflatten",
     "GELU", "GRU", "LSTM", "MLP", "RNN", "Dropout", "Embedding", "GRUCell", "Identity", "IncompatibleKeys", "KVCache",
-    "LSTMCell", "LayerNorm", "LearnedPositionalEmbedding", "Linear", "Module", "ModuleDict", "ModuleList",
+    "LSTMCell", "LayerNorm", "LearnedPositionalEmbedding", "Linear", "LogSoftmax", "Module", "ModuleDict", "ModuleList",
     "MultiHeadAttention", "Parameter", "RMSNorm", "RNNCell", "ReLU", "RotaryEmbedding", "Sequential", "SiLU",
-    "Sigmoid", "SinusoidalPositionalEncoding", "StateDictError", "SwiGLU", "Tanh", "TransformerBlock",
+    "Sigmoid", "Softmax", "SinusoidalPositionalEncoding", "StateDictError", "SwiGLU", "Tanh", "TransformerBlock",
     "checks", "functional", "gradcheck_module", "init", "manual_seed", "sinusoidal_encoding", "utils",
 ]
 

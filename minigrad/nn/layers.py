@@ -1,4 +1,4 @@
-"""The basic layers: Linear, Embedding, LayerNorm, RMSNorm, Dropout and the activations as modules.
+"""The basic layers: Linear, Embedding, LayerNorm, RMSNorm, Dropout and the activations (Softmax too) as modules.
 
 Each is a thin Module around a function in ``functional.py``: it owns the
 weights, checks its input's shape (so a mistake names the layer, not a matmul
@@ -169,6 +169,29 @@ class Sigmoid(Module):
     def forward(self, x: Tensor) -> Tensor:
         check_input(self, x)
         return F.sigmoid(x)
+
+
+class Softmax(Module):
+    """``F.softmax(x, dim)``: each slice along ``dim`` becomes probabilities (``nn.Softmax(dim=1)``)."""
+
+    def __init__(self, dim: int | None = None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_input(self, x)
+        return F.softmax(x, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Softmax):
+    """``F.log_softmax(x, dim)``, the log of Softmax computed stably (``nn.LogSoftmax(dim=1)`` before NLLLoss)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        check_input(self, x)
+        return F.log_softmax(x, self.dim)
 
 
 class Flatten(Module):

@@ -32,12 +32,13 @@ from ..versions import bump, replace_storage
 
 
 class Parameter(Tensor):
-    """A learnable weight: a leaf Tensor that always requires grad and that Modules register."""
+    """A learnable weight: a leaf Tensor that Modules register; it requires grad unless made with
+    ``requires_grad=False`` (a frozen weight), as PyTorch's ``nn.Parameter(data, requires_grad=True)``."""
 
     __slots__ = ()
 
-    def __init__(self, data, dtype=None):
-        super().__init__(data, requires_grad=True, dtype=dtype)
+    def __init__(self, data, requires_grad: bool = True, dtype=None):
+        super().__init__(data, requires_grad=requires_grad, dtype=dtype)
 
     def __repr__(self) -> str:
         return "Parameter" + super().__repr__()[len("Tensor"):]
@@ -392,6 +393,10 @@ class Sequential(Module):
         if isinstance(index, slice):
             return Sequential(OrderedDict(list(self._modules.items())[index]))
         return list(self._modules.values())[index]
+
+    def __setitem__(self, index: int, module: Module) -> None:
+        """``model[2] = nn.Linear(4, 2)``: the module at ``index`` replaced, under the same name."""
+        setattr(self, list(self._modules)[index], module)
 
     def __len__(self) -> int:
         return len(self._modules)

@@ -9,8 +9,10 @@ vanishes (or explodes) as it is multiplied by W_hh^T once per step.
 Parameter names, shapes and gate layouts are PyTorch's, so weights load from
 ``torch.nn.RNNCell`` / ``LSTMCell`` / ``GRUCell`` unchanged: weight_ih
 (gates * H, I), weight_hh (gates * H, H), bias_ih and bias_hh (gates * H,),
-gates stacked in the order i, f, g, o (LSTM) and r, z, n (GRU). Every weight
-starts U(-1/sqrt(H), 1/sqrt(H)), as in PyTorch.
+gates stacked in the order i, f, g, o (LSTM) and r, z, n (GRU); a layer names
+layer k's weight_ih_l{k}, ... and loads from ``torch.nn.RNN`` / ``LSTM`` /
+``GRU`` unchanged. Every weight starts U(-1/sqrt(H), 1/sqrt(H)), as in PyTorch.
+As in PyTorch, a layer takes (T, B, input_size) unless ``batch_first=True``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from ..tensor import Tensor
 from . import functional as F
 from . import init
 from .checks import check_features, check_input, layer_repr
-from .module import Module, ModuleList, Parameter
+from .module import Module, Parameter
 
 
 class _Cell(Module):
@@ -134,26 +136,38 @@ class GRUCell(_Cell):
 # Layers: unroll a cell over time, stack num_layers of them
 # --------------------------------------------------------------------------------------
 
+_WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+
 
 class _Recurrent(Module):
-    """Unroll ``num_layers`` stacked cells over a sequence (batch_first: input (B, T, input_size))."""
+    """Unroll ``num_layers`` stacked cells over a sequence: input (T, B, input_size), or (B, T, input_size) with
+    ``batch_first=True``.
+
+    The cells compute; the layer holds their weights under PyTorch's names (``weight_ih_l0``, ``bias_hh_l1``...),
+    and each call hands them to the cells, so a weight assigned to the layer is the one used.
+    """
 
     cell_class: type = RNNCell
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
-                 batch_first: bool = True, dropout: float = 0.0, rng: np.random.Generator | None = None,
+                 batch_first: bool = False, dropout: float = 0.0, rng: np.random.Generator | None = None,
                  **cell_options):
         super().__init__()
         if num_layers < 1:
             raise ValueError(f"{type(self).__name__}: num_layers must be at least 1, got {num_layers}")
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.batch_first, self.dropout, self.rng = batch_first, dropout, rng
-        self.cells = ModuleList(
+        self.cells = [  # a plain list, not submodules: the weights are the layer's, as in PyTorch
             self.cell_class(input_size if layer == 0 else hidden_size, hidden_size, bias, rng=rng, **cell_options)
-            for layer in range(num_layers))
+            for layer in range(num_layers)]
+        for layer, cell in enumerate(self.cells):
+            for name in _WEIGHTS:
+                if getattr(cell, name) is not None:
+                    setattr(self, f"{name}_l{layer}", getattr(cell, name))
 
     def forward(self, input: Tensor, hx=None):
-        """Run over the sequence; returns (outputs (B, T, hidden_size), final state (num_layers, B, hidden_size))."""
+        """Run over the sequence; returns (outputs, (T, B, hidden_size) or with batch_first (B, T, hidden_size),
+        final state (num_layers, B, hidden_size))."""
         check_input(self, input, dtype=False)
         x = input if self.batch_first else input.transpose(0, 1)  # (B, T, input_size)
         if x.ndim != 3 or x.shape[1] == 0:
@@ -163,6 +177,9 @@ class _Recurrent(Module):
         states = self._per_layer(hx, x.shape[0])
         finals = []
         for layer, cell in enumerate(self.cells):
+            for name in _WEIGHTS:
+                if getattr(cell, name) is not None:
+                    setattr(cell, name, getattr(self, f"{name}_l{layer}"))
             state, outputs = states[layer], []
             for t in range(x.shape[1]):
                 state = cell(x[:, t], state)
@@ -200,12 +217,12 @@ class _Recurrent(Module):
 
 
 class RNN(_Recurrent):
-    """Elman RNN layer(s): ``RNN(input_size, hidden_size, num_layers=1, nonlinearity='tanh', batch_first=True)``."""
+    """Elman RNN layer(s): ``RNN(input_size, hidden_size, num_layers=1, nonlinearity='tanh', batch_first=False)``."""
 
     cell_class = RNNCell
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, nonlinearity: str = "tanh",
-                 bias: bool = True, batch_first: bool = True, dropout: float = 0.0,
+                 bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
                  rng: np.random.Generator | None = None):
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, rng,
                          nonlinearity=nonlinearity)

@@ -3,6 +3,7 @@
 * ``optimizer.py``: the ``Optimizer`` base (parameter groups, ``zero_grad``, ``state_dict``);
 * ``sgd.py``: ``SGD`` with momentum, Nesterov and weight decay;
 * ``adam.py``: ``Adam`` and ``AdamW`` (decoupled weight decay);
+* ``rmsprop.py``: ``RMSprop`` (plain, centered, with momentum);
 * ``lr_scheduler.py``: PyTorch's ``LambdaLR``, ``StepLR``, ``MultiStepLR``, ``ExponentialLR``,
   ``CosineAnnealingLR``, ``OneCycleLR``, and ``WarmupCosineLR``;
 * ``clip.py``: ``clip_grad_norm_``.
@@ -13,10 +14,11 @@ from .adam import Adam, AdamW
 from .clip import clip_grad_norm_
 from .lr_scheduler import LambdaLR, LRScheduler, WarmupCosineLR, warmup_cosine
 from .optimizer import Optimizer
+from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["SGD", "Adam", "AdamW", "LRScheduler", "LambdaLR", "Optimizer", "WarmupCosineLR", "clip_grad_norm_",
-           "lr_scheduler", "warmup_cosine"]
+__all__ = ["SGD", "Adam", "AdamW", "LRScheduler", "LambdaLR", "Optimizer", "RMSprop", "WarmupCosineLR",
+           "clip_grad_norm_", "lr_scheduler", "warmup_cosine"]
 
 
 def __getattr__(name: str):

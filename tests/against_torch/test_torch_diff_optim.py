@@ -71,6 +71,14 @@ def test_adam(name, dtype, seed, lr, betas, eps, weight_decay):
               dtype, seed)
 
 
+@given(dtype=st.sampled_from(H.DTYPES), seed=SEED, lr=st.sampled_from([0.1, 1e-3]),
+       alpha=st.sampled_from([0.99, 0.5]), eps=st.sampled_from([1e-8, 1e-2]),
+       weight_decay=st.sampled_from([0.0, 0.1]), momentum=st.sampled_from([0.0, 0.9]), centered=st.booleans())
+def test_rmsprop(dtype, seed, lr, alpha, eps, weight_decay, momentum, centered):
+    kwargs = dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum, centered=centered)
+    _run_both(lambda ps: optim.RMSprop(ps, **kwargs), lambda ps: torch.optim.RMSprop(ps, **kwargs), dtype, seed)
+
+
 def test_param_groups_match_pytorch():
     def groups(ps):
         return [{"params": ps[:1], "weight_decay": 0.1}, {"params": ps[1:], "lr": 0.01}]

@@ -145,7 +145,7 @@ def test_module_zero_grad_keeps_zeros_when_asked():
 
 
 @pytest.mark.parametrize("where, name, offered", [(nn, "Conv2d", "CrossEntropyLoss"), (F, "conv2d", "pad"),
-                                                  (mg.optim, "RMSprop", "AdamW")])
+                                                  (mg.optim, "Adagrad", "AdamW")])
 def test_a_missing_pytorch_name_says_what_there_is(where, name, offered):
     with pytest.raises(AttributeError, match=rf"has no attribute '{name}': torch\..*{name} is not in minigrad; "
                                              rf".*{offered}"):

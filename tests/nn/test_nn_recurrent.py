@@ -67,7 +67,7 @@ def test_lstm_cell_gradients():
 
 @pytest.mark.parametrize("layer_class", [nn.RNN, nn.GRU, nn.LSTM])
 def test_layer_unrolls_its_cells_over_time(layer_class):
-    layer = layer_class(3, 4, num_layers=2).double()
+    layer = layer_class(3, 4, num_layers=2, batch_first=True).double()
     x = randn(2, 5, 3)
     outputs, final = layer(x)
     assert outputs.shape == (2, 5, 4)
@@ -97,7 +97,7 @@ def test_initial_state_and_batch_first_false():
     assert outputs.shape == (5, 2, 4)
     by_hand = rnn.cells[0](x[0], h0[0])
     np.testing.assert_allclose(outputs.data[0], by_hand.data, rtol=1e-12)
-    lstm = nn.LSTM(3, 4).double()
+    lstm = nn.LSTM(3, 4, batch_first=True).double()
     state = (randn(1, 2, 4, seed=1), randn(1, 2, 4, seed=2))
     out, (h, c) = lstm(randn(2, 1, 3), state)
     step_h, step_c = lstm.cells[0](randn(2, 1, 3)[:, 0], (state[0][0], state[1][0]))
@@ -130,10 +130,12 @@ def test_errors_name_the_layer_and_shapes():
         cell(randn(2, 5))
     with pytest.raises(ValueError, match=r"LSTMCell.*\(B, hidden_size\) = \(2, 4\), got \(2, 3\)"):
         cell(randn(2, 3), (randn(2, 3), randn(2, 4)))
-    with pytest.raises(ValueError, match=r"RNN\(3, 4, batch_first=True\): the input must be \(B, T, input_size\)"):
+    with pytest.raises(ValueError, match=r"RNN\(3, 4, batch_first=False\): the input must be \(T, B, input_size\)"):
         nn.RNN(3, 4)(randn(2, 3))
+    with pytest.raises(ValueError, match=r"RNN\(3, 4, batch_first=True\): the input must be \(B, T, input_size\)"):
+        nn.RNN(3, 4, batch_first=True)(randn(2, 3))
     with pytest.raises(ValueError, match=r"GRU.*\(num_layers, B, hidden_size\) = \(1, 2, 4\), got \(2, 4\)"):
-        nn.GRU(3, 4).double()(randn(2, 5, 3), randn(2, 4))
+        nn.GRU(3, 4, batch_first=True).double()(randn(2, 5, 3), randn(2, 4))
     with pytest.raises(ValueError, match="nonlinearity"):
         nn.RNNCell(3, 4, nonlinearity="sigmoid")
 
@@ -142,12 +144,10 @@ def test_errors_name_the_layer_and_shapes():
 def test_matches_pytorch_layers(name):
     torch = pytest.importorskip("torch")
     ours = getattr(nn, name)(3, 4, num_layers=2).double()
-    ref = getattr(torch.nn, name)(3, 4, num_layers=2, batch_first=True, dtype=torch.float64)
-    with torch.no_grad():  # PyTorch names the same weights weight_ih_l0 ...; ours live in cells.0.weight_ih
-        for layer in range(2):
-            for weight in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
-                getattr(ref, f"{weight}_l{layer}").copy_(torch.from_numpy(getattr(ours.cells[layer], weight).data))
-    x = randn(2, 5, 3)
+    ref = getattr(torch.nn, name)(3, 4, num_layers=2, dtype=torch.float64)  # both: (T, B, input_size)
+    assert list(ours.state_dict()) == list(ref.state_dict())  # weight_ih_l0, weight_hh_l0, bias_ih_l0...
+    ours.load_state_dict({k: v.numpy() for k, v in ref.state_dict().items()})
+    x = randn(5, 2, 3)
     out, final = ours(x)
     ref_out, ref_final = ref(torch.from_numpy(x.data))
     np.testing.assert_allclose(out.data, ref_out.detach().numpy(), rtol=1e-10, atol=1e-12)
@@ -160,7 +160,7 @@ def test_matches_pytorch_layers(name):
 @pytest.mark.parametrize("composite", [False, True])
 @pytest.mark.parametrize("cls", [nn.RNN, nn.GRU, nn.LSTM])
 def test_a_float64_initial_state_is_refused_by_a_float32_recurrent_layer(cls, composite):
-    layer = cls(3, 4)
+    layer = cls(3, 4, batch_first=True)
     x = mg.zeros(2, 5, 3)
     h = mg.tensor(np.zeros((1, 2, 4)))  # float64
     state_arg = (h, h.astype(np.float32)) if cls is nn.LSTM else h
@@ -181,3 +181,14 @@ def test_a_float64_state_is_refused_by_a_float32_cell(cls):
     x, h = mg.zeros(2, 3), mg.tensor(np.zeros((2, 4)))
     with pytest.raises(TypeError, match=r"the state is float64 but the layer's parameters are float32"):
         cell(x, (h, h) if cls is nn.LSTMCell else h)
+
+
+def test_a_weight_assigned_to_the_layer_is_the_one_it_uses():
+    rnn = nn.RNN(3, 4).double()
+    rnn.weight_hh_l0 = nn.Parameter(np.zeros((4, 4)))  # no recurrence: each step is tanh(x W_ih^T + b_ih + b_hh)
+    x = randn(5, 2, 3)
+    out, _ = rnn(x)
+    expected = np.tanh(x.data @ rnn.weight_ih_l0.data.T + rnn.bias_ih_l0.data + rnn.bias_hh_l0.data)
+    np.testing.assert_allclose(out.data, expected, rtol=1e-12)
+    assert [name for name, _ in rnn.named_parameters()] == ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0",
+                                                            "bias_hh_l0"]
