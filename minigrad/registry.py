@@ -250,8 +250,12 @@ def apply(op, *inputs, **params) -> Tensor:
         if not isinstance(x, Tensor):  # a number or array among the inputs: make them all Tensors
             tensors = _as_inputs(inputs)
             break
-    if op.promotes and len(tensors) > 1:  # (add, mul, where, cat...: PyTorch's type promotion)
-        tensors = promoted(tensors)
+    if op.promotes:  # (add, mul, where, cat...: PyTorch's type promotion, where the dtypes differ)
+        first = tensors[0]._data.dtype
+        for t in tensors:
+            if t._data.dtype is not first:  # (one dtype is one object: an identity test, as this runs on every op)
+                tensors = promoted(tensors)
+                break
     if op.composite is not None and _state.composite:  # (core ops have no composite: no mode lookup)
         return op.composite(*tensors, **params)
     arrays = []  # the arrays themselves (.data is a property, versions.py), gathered by a loop: a comprehension
