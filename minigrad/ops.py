@@ -623,7 +623,8 @@ class var:
         # ddof >= n: the forward (NumPy's, as PyTorch's) divides by max(n - ddof, 0), giving inf or NaN; the
         # gradient is PyTorch's, 2 / (n - ddof): inf (NaN where centred is 0) at ddof == n, negative beyond.
         dof = _count(x.shape, axis) - ddof
-        return (_unreduce(g, x.shape, axis, keepdims) * centred * (2.0 / dof if dof != 0 else math.inf),)
+        # (the factor first, as PyTorch: g * centred alone can overflow float32 where the gradient does not)
+        return (_unreduce(g, x.shape, axis, keepdims) * (centred * (2.0 / dof if dof != 0 else math.inf)),)
 
 
 @op()
