@@ -232,7 +232,7 @@ def _surface_rows() -> list:
              ("x.detach().clone().mul_(3)", (3,)), ("x.detach().clone().div_(2)", (3,)),
              ("x.detach().clone().fill_(0.5)", (3,)), ("T.zeros(3).fill_(2)", None),
              ("T.get_default_dtype()", None), ("T.set_default_dtype(T.float32)", None),
-             ("T.set_default_device('cpu')", None), ("T.cuda.is_available()", None),
+             ("T.cuda.is_available()", None),
              ("T.cuda.manual_seed_all(0)", None), ("T.cuda.manual_seed(1)", None),
              ("T.accelerator.is_available()", None), ("T.accelerator.current_accelerator()", None),
              ("T.backends.mps.is_available()", None), ("T.backends.mps.is_built()", None),
@@ -587,3 +587,15 @@ def test_only_an_in_place_name_is_refused_with_a_word_about_in_place_writes():
     with pytest.raises(AttributeError) as refused:
         x.unfold  # noqa: B018
     assert "in-place" not in str(refused.value) and "mg.stack" in str(refused.value)
+
+
+@needs_torch
+def test_set_default_device_cpu_runs_and_a_gpu_is_refused_saying_what_to_write():
+    # (Not a row of the table: on PyTorch it installs a global function mode, which would follow the later tests.)
+    try:
+        torch.set_default_device("cpu")
+    finally:
+        torch.set_default_device(None)
+    assert mg.set_default_device("cpu") is None
+    with pytest.raises((RuntimeError, ValueError, TypeError), match="device='cpu'"):
+        mg.set_default_device("cuda")

@@ -2294,7 +2294,10 @@ def inputs(name: str, tmp: str = "") -> dict:
 def run(name: str, library: str, tmp: str) -> dict:
     source = PROGRAMS[name] if library == "torch" else to_minigrad(PROGRAMS[name])
     scope = {"np": np, **inputs(name, f"{tmp}/{library}")}
-    exec(compile(source, f"<{name}, {library}>", "exec"), scope)  # noqa: S102
+    try:
+        exec(compile(source, f"<{name}, {library}>", "exec"), scope)  # noqa: S102
+    finally:  # a program's process-wide settings stop with it: PyTorch's default device is a global function
+        torch.set_default_device(None)  # mode, under which F.l1_loss(..., weight=) drops the weight
     return scope
 
 
