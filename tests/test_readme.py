@@ -60,3 +60,10 @@ def test_the_list_of_refused_pytorch_names_is_the_one_the_code_generates():
         name = row.split("`")[1].removeprefix("x.")
         with pytest.raises(AttributeError, match="minigrad spells it"):
             getattr(mg.tensor([1.0]), name)
+
+
+def test_every_refused_name_is_still_refused():
+    # A PyTorch name minigrad has since written must leave the refused table, not linger beside it.
+    from minigrad.dialect import refused
+
+    assert [n for n in refused.INSTEAD if not isinstance(vars(mg.Tensor).get(n), refused._Refused)] == []

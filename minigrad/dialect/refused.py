@@ -6,7 +6,6 @@ from ..tensor import Tensor
 from .arguments import bind
 
 INSTEAD = {
-    "clamp_": "x[...] = x.clamp(lo, hi)", "masked_fill_": "x[...] = x.masked_fill(mask, v)",
     "exp_": "x[...] = x.exp()", "tanh_": "x[...] = x.tanh()", "sigmoid_": "x[...] = x.sigmoid()",
     "unfold": "x[..., i:i + size] slices and mg.stack",
     "index_add": "x.scatter_add(dim, idx, src) with idx = index broadcast to src's shape",
@@ -43,7 +42,7 @@ class _Refused:
 
 
 for _name in INSTEAD:
-    if not hasattr(Tensor, _name):  # (copy_ has since been written)
+    if not hasattr(Tensor, _name):  # (an op of one's own may have taken the name first)
         setattr(Tensor, _name, _Refused(_name))
 del _name
 
