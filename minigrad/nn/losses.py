@@ -335,19 +335,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target, weight=None, size_av
 
 def _log_sigmoid(x: Tensor) -> Tensor:
     """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), stable for every x."""
-    return x.clip(None, 0.0) - _log1p(x.abs().neg().exp())
-
-
-def _log1p(u: Tensor) -> Tensor:
-    """log(1 + u) for u in [0, 1], accurate where 1 + u rounds to 1 (Kahan's form: log(w) * u / (w - 1)).
-
-    Where w = 1 + u is exactly 1 the value is u itself; the division uses 1 there
-    instead of w - 1 = 0, so neither the value nor the gradient sees 0 / 0.
-    """
-    w = u + 1.0
-    exact = w.data == 1.0
-    kahan = w.log() * u / (w - 1.0).masked_fill(exact, 1.0)  # 0 where exact: log(1) = 0
-    return kahan + u * exact.astype(u.dtype)
+    return x.clip(None, 0.0) - x.abs().neg().exp().log1p()
 
 
 # --------------------------------------------------------------------------------------
