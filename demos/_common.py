@@ -61,7 +61,7 @@ def set_threads(say: bool = True, prog: str | None = None) -> policy.ThreadChoic
         if compiles_this_run():
             print("backend: numba compiles the [fast] backend's kernels on this first run (some seconds, in the "
                   "first steps); they are cached for later runs")
-        tuner = policy.thread_tuner()
+        tuner = policy.tuner
         if tuner is not None and not os.environ.get("MINIGRAD_THREADS_VERBOSE"):
             tuner.say = say_when_the_count_changes(tuner)
     return choice

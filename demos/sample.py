@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> list[str]:
     print(f"{cfg.model.upper()} from {args.run_dir} (step {step}), temperature {args.temperature}"
           + (f", top-k {args.top_k}" if args.top_k else "") + (f", top-p {args.top_p}" if args.top_p else "")
           + ("" if args.no_cache else ", KV cache"))
-    set_threads(say=False, prog=PROG)  # BLAS threads: timed on the first tokens, the quicker count kept
+    set_threads(say=False, prog=PROG)  # BLAS threads: 1, as no backward() times a step (MINIGRAD_THREADS=N)
     rng = np.random.default_rng(args.seed)
     started = time.perf_counter()
     try:

@@ -1,4 +1,4 @@
-"""The thread policy (minigrad/policy.py): what it chooses, what overrides it, and that it is applied."""
+"""The thread policy (minigrad/kernels/policy.py): what it chooses, what overrides it, and that it is applied."""
 
 import json
 import os
@@ -22,7 +22,7 @@ def clean_env(monkeypatch):
 
 def _fake_tree(tmp_path, cgroup_lines: str, files: dict[str, str]):
     """A fake /proc/self/cgroup and cgroup file system under tmp_path."""
-    (tmp_path / "proc" / "self").mkdir(parents=True)
+    (tmp_path / "proc" / "self").mkdir(parents=True, exist_ok=True)
     (tmp_path / "proc" / "self" / "cgroup").write_text(cgroup_lines)
     for path, text in files.items():
         f = tmp_path / "cg" / path
@@ -52,9 +52,11 @@ def test_a_cgroup_v2_quota_caps_the_cores_of_a_container_on_a_big_host(fake_mach
     assert n == 2 and "16 cores by CPU affinity" in how and "cgroup v2 cpu.max 200000 100000" in how
 
 
-def test_a_cgroup_v2_quota_of_a_parent_group_counts_and_a_fraction_rounds_up(fake_machine):
-    fake_machine("0::/a/b\n", {"a/b/cpu.max": "max 100000\n", "a/cpu.max": "150000 100000\n"})
+def test_a_fraction_of_a_cpu_in_the_quota_rounds_up_and_no_quota_leaves_the_cores(fake_machine):
+    fake_machine("0::/a/b\n", {"a/b/cpu.max": "150000 100000\n"})
     assert policy.usable_cores()[0] == 2
+    fake_machine("0::/c\n", {"c/cpu.max": "max 100000\n"})
+    assert policy.usable_cores() == (16, "16 cores by CPU affinity; no cgroup CPU quota")
 
 
 def test_pinned_to_four_cores_of_a_sixteen_core_machine_means_four(fake_machine):
@@ -68,7 +70,7 @@ def test_without_proc_or_affinity_the_plain_rule_is_used_and_said(fake_machine, 
     fake_machine("", {}, affinity=None)
     monkeypatch.setattr(policy, "PROC", str(tmp_path / "nowhere"))
     n, how = policy.usable_cores()
-    assert n == 8 and "os.cpu_count()" in how and "no /proc/self/cgroup" in how
+    assert n == 8 and "os.cpu_count()" in how and "no cgroup CPU quota" in how
 
 
 def test_one_core_is_one_thread_with_nothing_to_measure(fake_machine):
@@ -216,7 +218,7 @@ def test_each_backward_ends_a_step_of_the_process_tuner(monkeypatch):
 
     steps = FakeSteps({1: 0.10, 2: 0.06})
     tuner = _tuner(steps)
-    monkeypatch.setattr(policy, "_tuner", tuner)
+    monkeypatch.setattr(policy, "tuner", tuner)
     model = nn.Sequential(nn.Linear(2, 2), nn.Tanh(), nn.Linear(2, 1))
     for _ in range(12):
         model(mg.ones(1, 2)).sum().backward()  # (a forward alone is no step: evaluation, sampling)
@@ -360,7 +362,7 @@ def test_a_count_clearly_slower_is_given_up_within_its_first_step(monkeypatch):
     # threads up at the first kernel call past 1.5x the 1-thread median, and the rest of the step runs on 1.
     steps = FakeSteps({1: 0.10, 2: 3.0})
     tuner = _tuner(steps)
-    monkeypatch.setattr(policy, "_tuner", tuner)
+    monkeypatch.setattr(policy, "tuner", tuner)
     monkeypatch.setattr(policy, "deadline", None)
     steps.run(tuner, 5)
     assert policy.deadline is None  # warm-up and the first count: nothing to compare with yet
