@@ -5,8 +5,8 @@
   caching allocator does, where glibc would give them back and page-fault them in again each step.
 * **The BLAS, OpenMP and numba thread pools** (``set_threads``): N threads are quicker on idle cores,
   and can be several times slower than one beside busy processes. So "auto" times the run's own steps
-  (one ``backward()`` to the next) on 1 and on N threads (``ThreadTuner``), keeps the quicker, and
-  measures again every 500 steps. A run with no backward (sampling) keeps 1 thread.
+  (one ``backward()`` to the next) on 1, N/2 and N threads (``ThreadTuner``), keeps the quickest (the
+  fewest within 10%), and measures again every 500 steps. A run with no backward (sampling) keeps 1.
 
 A script's first ``backward()`` does both (``on_backward``, the one hook the engine calls); the demos
 call ``set_threads()`` first, to print the choice. Importing and forward passes change nothing, but
@@ -147,8 +147,8 @@ def set_threads(policy: str | int = "auto") -> ThreadChoice:
     """Limit the BLAS, OpenMP and numba pools; returns the choice. ``policy``: a count, or "auto": the count
     the run's own steps are quickest with (``ThreadTuner``). Pools the [fast] backend loads later are
     limited when they load; others loaded later (a later ``import torch``) are not."""
-    global _choice, tuner
-    choice, tuner = choose_threads(policy), None
+    global _choice, tuner, deadline
+    choice, tuner, deadline = choose_threads(policy), None, None  # (a tuner before this one measures no more)
     if choice.reason.startswith("auto: 1 thread until"):  # (the tuner puts its first count in force)
         n, how = usable_cores()
         tuner = ThreadTuner(sorted({1, n // 2, n}), how)

@@ -376,3 +376,18 @@ def test_a_count_clearly_slower_is_given_up_within_its_first_step(monkeypatch):
     assert steps.threads == 1 and policy.deadline is None
     tuner.tick()  # the step ends: clearly slower; 1 thread is kept
     assert tuner.chosen == 1 and steps.applied[-1] == 1 and policy.deadline is None
+
+
+def test_a_later_set_threads_disarms_the_deadline_of_the_tuner_before(monkeypatch, clean_env):
+    # A deadline left armed would give up a count on the next tuner, which has nothing timed yet.
+    steps = FakeSteps({1: 0.10, 2: 3.0})
+    tuner = _tuner(steps)
+    for name, value in (("tuner", tuner), ("deadline", None), ("_choice", None), ("_apply", lambda n: None)):
+        monkeypatch.setattr(policy, name, value)
+    steps.run(tuner, 6)  # warm-up, 3 steps on 1 thread: the 2-thread trial runs, its deadline armed
+    assert policy.deadline is not None
+    assert policy.set_threads(1) == (1, "asked for by the script")
+    assert policy.deadline is None and policy.tuner is None
+    steps.now += 10.0
+    mg.ones(2, 3).softmax(-1)  # a kernel call long past the old deadline: nothing to give up
+    assert steps.applied[-1] == 2
