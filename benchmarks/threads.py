@@ -8,7 +8,7 @@ Each run is a README command in a fresh process, as a user starts it, with one
 of three thread settings:
 
 * **default**: nothing set, so the command's ``set_threads()`` chooses
-  (``minigrad/kernels/policy.py``: 1 and N threads timed on the first training
+  (``minigrad/kernels/policy.py``: 1, N/2 and N threads timed on the first training
   steps, the quicker kept, timed again every 500 steps; sampling keeps 1);
 * **1 thread** and **all cores**: ``MINIGRAD_THREADS=1`` / ``=<cores>``.
 

@@ -143,7 +143,7 @@ def parse_args(argv) -> argparse.Namespace:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    set_threads()  # BLAS threads: timed on the first steps, the quicker count kept (demos/_common.py)
+    set_threads()  # BLAS threads: timed on the first steps, the quickest kept (demos/_common.py)
     rng = np.random.default_rng(args.seed)
     lengths = np.arange(args.half // 2, 3 * args.half // 2 + 1)  # training halves vary: see the module docstring
     model = AttentionOnlyTransformer(args.vocab_size, 2 * lengths[-1], args.d_model, args.n_head, n_layer=2, rng=rng)

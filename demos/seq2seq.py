@@ -113,7 +113,7 @@ def parse_args(argv) -> argparse.Namespace:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    set_threads()  # BLAS threads: timed on the first steps, the quicker count kept (demos/_common.py)
+    set_threads()  # BLAS threads: timed on the first steps, the quickest kept (demos/_common.py)
     rng = np.random.default_rng(args.seed)
     config = Seq2SeqConfig(src_vocab_size=VOCAB_SIZE, tgt_vocab_size=VOCAB_SIZE, block_size=args.max_len + 1,
                            n_layer=args.n_layer, n_head=args.n_head, d_model=args.d_model, pad_id=PAD, bos_id=BOS,

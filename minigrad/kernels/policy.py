@@ -122,7 +122,9 @@ def choose_threads(policy: str | int = "auto") -> ThreadChoice:
     n, how = usable_cores()
     if n == 1:
         return ThreadChoice(1, f"auto: one core to run on ({how})")
-    return ThreadChoice(1, f"auto: 1 thread until 1 and {n} are timed on the first training steps ({how})")
+    counts = [str(c) for c in sorted({1, n // 2, n})]
+    timed = f"{', '.join(counts[:-1])} and {counts[-1]}"
+    return ThreadChoice(1, f"auto: 1 thread until {timed} are timed on the first training steps ({how})")
 
 
 def usable_cores() -> tuple[int, str]:

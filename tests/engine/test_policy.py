@@ -63,7 +63,7 @@ def test_pinned_to_four_cores_of_a_sixteen_core_machine_means_four(fake_machine)
     fake_machine("0::/\n", {"cpu.max": "max 100000\n"}, affinity=4)
     assert policy.usable_cores()[0] == 4
     choice = policy.choose_threads("auto")
-    assert choice.threads == 1 and "1 and 4 are timed on the first training steps" in choice.reason
+    assert choice.threads == 1 and "1, 2 and 4 are timed on the first training steps" in choice.reason
 
 
 def test_without_proc_or_affinity_the_plain_rule_is_used_and_said(fake_machine, monkeypatch, tmp_path):
