@@ -214,7 +214,7 @@ class ThreadTuner:
         self.step, self.last = None if self.last is None else now - self.last, now
         self._arm(None)
         if self.step is not None:
-            next(self._steps)
+            next(self._steps, None)  # (once an error or a Ctrl-C has ended the generator, it measures no more)
 
     def _rounds(self):
         """Yields at the end of each step, with ``self.step`` its seconds, until the end of the run."""

@@ -391,3 +391,23 @@ def test_a_later_set_threads_disarms_the_deadline_of_the_tuner_before(monkeypatc
     steps.now += 10.0
     mg.ones(2, 3).softmax(-1)  # a kernel call long past the old deadline: nothing to give up
     assert steps.applied[-1] == 2
+
+
+def test_a_ctrl_c_while_the_tuner_applies_a_count_leaves_later_steps_working():
+    # A notebook's training loop interrupted inside the tuner, then run again: backward() must still work.
+    steps = FakeSteps({1: 0.10, 2: 0.06})
+    interrupt = [False]
+
+    def apply(n):
+        if interrupt[0]:
+            raise KeyboardInterrupt
+        steps.apply(n)
+
+    tuner = policy.ThreadTuner([1, 2], "2 cores", clock=lambda: steps.now, apply=apply, say=False)
+    steps.run(tuner, 5)
+    interrupt[0] = True
+    with pytest.raises(KeyboardInterrupt):
+        steps.run(tuner, 1)  # the step that switches to 2 threads
+    interrupt[0] = False
+    steps.run(tuner, 20)  # the tuner measures no more; the steps go on
+    assert steps.threads == 1 and tuner.chosen is None
