@@ -177,69 +177,69 @@ def train(folder: Path, steps: int, lr: float | None, out: Path | None, sample_t
         torch.cuda.set_device(device)
     else:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", world))))
-    try:
-        handoff, tokenizer, train_ids, rng, tokens_per_byte = load_handoff(folder)
-        cfg = charlm_run.TrainConfig(**handoff["train"])
-        batch = cfg.batch_size * cfg.grad_accum  # windows per step, as in the minigrad run
-        if batch % world:
-            raise UsageError(f"the run's steps hold {batch} windows, which {world} processes cannot share equally; "
-                             f"use a --nproc_per_node that divides {batch}")
-        torch.manual_seed(cfg.seed + rank)  # dropout masks (if the run has dropout)
-        model = GPT2LMHeadModel.from_pretrained(folder).to(device)
-        model.train()
-        ddp = DistributedDataParallel(model, device_ids=[local_rank] if cuda else None)
-        decay = [p for p in model.parameters() if p.ndim >= 2]
-        no_decay = [p for p in model.parameters() if p.ndim < 2]
-        optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                                       {"params": no_decay, "weight_decay": 0.0}],
-                                      lr=lr if lr is not None else handoff["last_lr"], betas=(0.9, 0.99))
+    handoff, tokenizer, train_ids, rng, tokens_per_byte = load_handoff(folder)
+    cfg = charlm_run.TrainConfig(**handoff["train"])
+    batch = cfg.batch_size * cfg.grad_accum  # windows per step, as in the minigrad run
+    if batch % world:
+        raise UsageError(f"the run's steps hold {batch} windows, which {world} processes cannot share equally; "
+                         f"use a --nproc_per_node that divides {batch}")
+    torch.manual_seed(cfg.seed + rank)  # dropout masks (if the run has dropout)
+    model = GPT2LMHeadModel.from_pretrained(folder).to(device)
+    model.train()
+    ddp = DistributedDataParallel(model, device_ids=[local_rank] if cuda else None)
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                                   {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=lr if lr is not None else handoff["last_lr"], betas=(0.9, 0.99))
 
-        def share(x: np.ndarray) -> torch.Tensor:  # this process's slice of a global batch (B, T)
-            return torch.from_numpy(np.array_split(x, world)[rank]).to(device)
+    def share(x: np.ndarray) -> torch.Tensor:  # this process's slice of a global batch (B, T)
+        return torch.from_numpy(np.array_split(x, world)[rank]).to(device)
 
-        def global_mean(value: torch.Tensor) -> float:  # the mean over processes = the mean over the global batch
-            value = value.detach().clone()
-            dist.all_reduce(value)
-            return value.item() / world
+    def global_mean(value: torch.Tensor) -> float:  # the mean over processes = the mean over the global batch
+        value = value.detach().clone()
+        dist.all_reduce(value)
+        return value.item() / world
 
-        def batch_loss(net, x, y) -> torch.Tensor:
-            logits = net(input_ids=share(x)).logits  # (B / world, T, vocab)
-            return F.cross_entropy(logits.flatten(0, 1), share(y).flatten())  # y is already x shifted by one
+    def batch_loss(net, x, y) -> torch.Tensor:
+        logits = net(input_ids=share(x)).logits  # (B / world, T, vocab)
+        return F.cross_entropy(logits.flatten(0, 1), share(y).flatten())  # y is already x shifted by one
 
-        first = data.get_batch(train_ids, batch, cfg.block_size, _twin(rng))  # step 1's batch, for the end
-        losses = []
-        for step in range(steps):
-            x, y = data.get_batch(train_ids, batch, cfg.block_size, rng)
-            loss = batch_loss(ddp, x, y)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()  # DDP averages the gradients over the processes here
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)  # the global batch's gradient
-            optimizer.step()
-            losses.append(global_mean(loss))
-            if not math.isfinite(losses[-1]):
-                raise UsageError(f"the loss is {losses[-1]} at step {step + 1}; try a lower --lr")
-            if rank == 0:
-                print(f"step {handoff['step'] + step + 1} (PyTorch {step + 1}/{steps}, {world} processes): loss "
-                      f"{losses[-1]:.4f} nats/token, {losses[-1] / math.log(2) * tokens_per_byte:.3f} bits/byte",
-                      flush=True)
-        with torch.no_grad():
-            model.eval()
-            first_after = global_mean(batch_loss(model, *first))
-        result = {"world_size": world, "backend": dist.get_backend(), "losses": losses,
-                  "first_batch_loss_before": losses[0] if losses else None, "first_batch_loss_after": first_after,
-                  "start_step": handoff["step"]}
+    first = data.get_batch(train_ids, batch, cfg.block_size, _twin(rng))  # step 1's batch, for the end
+    losses = []
+    for step in range(steps):
+        x, y = data.get_batch(train_ids, batch, cfg.block_size, rng)
+        loss = batch_loss(ddp, x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()  # DDP averages the gradients over the processes here
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)  # the global batch's gradient
+        optimizer.step()
+        losses.append(global_mean(loss))
+        if not math.isfinite(losses[-1]):
+            raise UsageError(f"the loss is {losses[-1]} at step {step + 1}; try a lower --lr")
         if rank == 0:
-            model.save_pretrained(out)
-            shutil.copyfile(folder / "tokenizer.json", out / "tokenizer.json")
-            atomic_write(out / "losses.json", json.dumps(result, indent=2) + "\n")
-            print(f"the batch of step {handoff['step'] + 1}: loss {losses[0]:.4f} before, {first_after:.4f} after "
-                  f"{steps} steps; saved to {out} (models.GPT.from_gpt2 loads it back)")
-            if sample_tokens:
-                print(sample(model, tokenizer, sample_tokens, device))
-        dist.barrier()
-        return result
-    finally:
-        dist.destroy_process_group()
+            print(f"step {handoff['step'] + step + 1} (PyTorch {step + 1}/{steps}, {world} processes): loss "
+                  f"{losses[-1]:.4f} nats/token, {losses[-1] / math.log(2) * tokens_per_byte:.3f} bits/byte",
+                  flush=True)
+    with torch.no_grad():
+        model.eval()
+        first_after = global_mean(batch_loss(model, *first))
+    result = {"world_size": world, "backend": dist.get_backend(), "losses": losses,
+              "first_batch_loss_before": losses[0] if losses else None, "first_batch_loss_after": first_after,
+              "start_step": handoff["step"]}
+    if rank == 0:
+        model.save_pretrained(out)
+        shutil.copyfile(folder / "tokenizer.json", out / "tokenizer.json")
+        atomic_write(out / "losses.json", json.dumps(result, indent=2) + "\n")
+        print(f"the batch of step {handoff['step'] + 1}: loss {losses[0]:.4f} before, {first_after:.4f} after "
+              f"{steps} steps; saved to {out} (models.GPT.from_gpt2 loads it back)")
+        if sample_tokens:
+            print(sample(model, tokenizer, sample_tokens, device))
+    dist.barrier()
+    # On success only: after an error in one process, with another inside a collective, destroying the group
+    # would wait for that process for ever; torchrun stops them all when one fails.
+    dist.destroy_process_group()
+    return result
 
 
 def _twin(rng: np.random.Generator) -> np.random.Generator:

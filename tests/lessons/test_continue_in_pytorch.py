@@ -28,11 +28,20 @@ def text_file(word_salad):
 
 
 def torchrun(folder: Path, out: Path, steps: int, lr: float) -> subprocess.CompletedProcess:
+    """The README's torchrun command. One that has not finished in 300 s is a failure that shows what it printed;
+    torchrun is stopped with SIGTERM, on which it stops its workers (a SIGKILL would leave them running)."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                           "-m", "demos.continue_in_pytorch", "train", str(folder), "--steps", str(steps),
-                           "--lr", str(lr), "--out", str(out), "--sample-tokens", "0"],
-                          capture_output=True, text=True, env=env, timeout=300)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               "-m", "demos.continue_in_pytorch", "train", str(folder), "--steps", str(steps), "--lr", str(lr),
+               "--out", str(out), "--sample-tokens", "0"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as agent:
+        try:
+            stdout, stderr = agent.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            agent.terminate()
+            stdout, stderr = agent.communicate(timeout=60)
+            pytest.fail(f"torchrun did not finish in 300 s; what it printed:\n{stdout[-3000:]}\n{stderr[-3000:]}")
+    return subprocess.CompletedProcess(command, agent.returncode, stdout, stderr)
 
 
 def test_pytorch_ddp_continues_where_minigrad_stopped(text_file, tmp_path):
