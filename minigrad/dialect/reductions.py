@@ -15,39 +15,34 @@ from ..tensor import Tensor
 from .arguments import bind, dim_of, keep_of, scalar_dim
 
 
+def _reduce(name: str, x: Tensor, dim, keepdim, dtype, axis, keepdims) -> Tensor:
+    """The op ``name`` over ``dim`` as PyTorch reads it: ``dim=``/``axis=``, ``keepdim=``/``keepdims=``, a 0-d
+    tensor's dim 0 or -1, and ``dtype=`` (the input cast first)."""
+    if axis is not None or keepdims is not None or type(dim) is list or keepdim is not False:  # (x.sum(): skipped)
+        dim = dim_of(name, dim, axis)
+        keepdim = keep_of(name, keepdim, keepdims, dim)
+    if x.ndim == 0 and dim is not None:
+        dim = scalar_dim(name, x, dim)
+    x = x if dtype is None else x.to(dtype)
+    return apply(OPS[name], x, axis=dim, keepdims=keepdim)
+
+
 @bind("sum", "sum")
 def sum_(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None) -> Tensor:
     """Sum over ``dim`` (an int or a tuple; None: every dim): ``x.sum(1, keepdim=True)``, ``x.sum(axis=1)``."""
-    if axis is not None or keepdims is not None or type(dim) is list or keepdim is not False:
-        dim = dim_of("sum", dim, axis)
-        keepdim = keep_of("sum", keepdim, keepdims, dim)
-    if self.ndim == 0 and dim is not None:
-        dim = scalar_dim("sum", self, dim)
-    x = self if dtype is None else self.to(dtype)
-    return apply(OPS["sum"], x, axis=dim, keepdims=keepdim)
+    return _reduce("sum", self, dim, keepdim, dtype, axis, keepdims)
 
 
 @bind("mean", "mean")
 def mean(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None) -> Tensor:
     """Mean over ``dim`` (an int or a tuple; None: every dim)."""
-    if axis is not None or keepdims is not None or type(dim) is list or keepdim is not False:
-        dim = dim_of("mean", dim, axis)
-        keepdim = keep_of("mean", keepdim, keepdims, dim)
-    if self.ndim == 0 and dim is not None:
-        dim = scalar_dim("mean", self, dim)
-    x = self if dtype is None else self.to(dtype)
-    return apply(OPS["mean"], x, axis=dim, keepdims=keepdim)
+    return _reduce("mean", self, dim, keepdim, dtype, axis, keepdims)
 
 
 @bind("prod", "prod")
 def prod(self, dim=None, keepdim=False, *, dtype=None, axis=None, keepdims=None) -> Tensor:
     """Product over ``dim`` (None: every dim)."""
-    dim = dim_of("prod", dim, axis)
-    keepdim = keep_of("prod", keepdim, keepdims, dim)
-    if self.ndim == 0 and dim is not None:
-        dim = scalar_dim("prod", self, dim)
-    x = self if dtype is None else self.to(dtype)
-    return apply(OPS["prod"], x, axis=dim, keepdims=keepdim)
+    return _reduce("prod", self, dim, keepdim, dtype, axis, keepdims)
 
 
 def _correction(who: str, x: Tensor, dim, unbiased, keepdim, correction, axis, ddof, keepdims) -> tuple:
