@@ -64,11 +64,8 @@ def on_backward() -> None:
 def past_deadline() -> None:
     """Called by each kernel call while ``deadline`` is set (``kernel.py``): past it, the count on trial is
     given up for the rest of the step. Beside busy processes a step on 2 threads can take 7 on one."""
-    if tuner is not None and tuner.clock() > deadline:  # the rest of this step on the quickest count so far
-        timed = {n: median(v) for n, v in tuner.times.items() if v and n != tuner.current}
-        tuner.apply(min(timed, key=timed.get))
-        tuner.given_up = True  # the step counts as clearly slower
-        tuner._arm(None)  # (once a step)
+    if tuner is not None and tuner.clock() > deadline:
+        tuner.give_up()
 
 
 def tune_malloc(why: str = "asked for by the script") -> bool:
@@ -122,7 +119,7 @@ def choose_threads(policy: str | int = "auto") -> ThreadChoice:
     n, how = usable_cores()
     if n == 1:
         return ThreadChoice(1, f"auto: one core to run on ({how})")
-    counts = [str(c) for c in sorted({1, n // 2, n})]
+    counts = [str(c) for c in candidates(n)]
     timed = f"{', '.join(counts[:-1])} and {counts[-1]}"
     return ThreadChoice(1, f"auto: 1 thread until {timed} are timed on the first training steps ({how})")
 
@@ -145,6 +142,11 @@ def usable_cores() -> tuple[int, str]:
     return min(n, max(1, math.ceil(cpus))), f"{n} cores by {how}, {cpus:g} CPUs by cgroup v2 cpu.max {quota} {period}"
 
 
+def candidates(cores: int) -> list[int]:
+    """The thread counts "auto" times on ``cores`` usable cores: 1, half of them and all."""
+    return sorted({1, cores // 2, cores})
+
+
 def set_threads(policy: str | int = "auto") -> ThreadChoice:
     """Limit the BLAS, OpenMP and numba pools; returns the choice. ``policy``: a count, or "auto": the count
     the run's own steps are quickest with (``ThreadTuner``). Pools the [fast] backend loads later are
@@ -153,7 +155,7 @@ def set_threads(policy: str | int = "auto") -> ThreadChoice:
     choice, tuner, deadline = choose_threads(policy), None, None  # (a tuner before this one measures no more)
     if choice.reason.startswith("auto: 1 thread until"):  # (the tuner puts its first count in force)
         n, how = usable_cores()
-        tuner = ThreadTuner(sorted({1, n // 2, n}), how)
+        tuner = ThreadTuner(candidates(n), how)
     elif choice.threads is not None:
         _apply(choice.threads)
     _choice = choice
@@ -263,6 +265,13 @@ class ThreadTuner:
     def _arm(self, at: float | None) -> None:
         global deadline
         deadline = at if tuner is self else deadline
+
+    def give_up(self) -> None:
+        """The rest of this step on the quickest count so far; the step then counts as clearly slower."""
+        timed = {n: median(v) for n, v in self.times.items() if v and n != self.current}
+        self.apply(min(timed, key=timed.get))
+        self.given_up = True
+        self._arm(None)
 
 
 def _say(line: str) -> None:
