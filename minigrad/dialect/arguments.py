@@ -38,6 +38,18 @@ def scalar_dim(who: str, x: Tensor, dim):
     return None
 
 
+def reduction_dims(who: str, x: Tensor, dim, keepdim, axis, keepdims) -> tuple:
+    """``(axis, keepdims)`` for a reduction op, read from ``dim=``/``axis=`` and ``keepdim=``/``keepdims=``.
+
+    A 0-d tensor takes dim 0 or -1, as in PyTorch, and reduces nothing."""
+    if axis is not None or keepdims is not None or type(dim) is list or keepdim is not False:  # (x.sum(): skipped)
+        dim = dim_of(who, dim, axis)
+        keepdim = keep_of(who, keepdim, keepdims, dim)
+    if x.ndim == 0 and dim is not None:
+        dim = scalar_dim(who, x, dim)
+    return dim, keepdim
+
+
 def keep_of(who: str, keepdim, keepdims, dim=None) -> bool:
     """One of PyTorch's ``keepdim`` and NumPy's ``keepdims``, as a bool."""
     if keepdims is not None:

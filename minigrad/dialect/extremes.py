@@ -12,7 +12,7 @@ import numpy as np
 
 from ..registry import OPS, apply
 from ..tensor import OpError, Tensor
-from .arguments import axis_in, bind, dim_of, keep_of, scalar_dim
+from .arguments import axis_in, bind, dim_of, keep_of, reduction_dims
 
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
 ValuesIndices.__doc__ = "What ``x.max(dim)``, ``x.min(dim)``, ``x.sort()`` and ``x.topk(k)`` return, as in PyTorch."
@@ -93,19 +93,15 @@ bind("min", "min")(_extreme("min", np.argmin, "minimum"))
 @bind("max", "amax")
 def amax(self, dim=None, keepdim=False, *, axis=None, keepdims=None) -> Tensor:
     """The maxima over ``dim`` (an int or a tuple; None: every dim), tied maxima sharing the gradient."""
-    dims = dim_of("amax", dim, axis)
-    if self.ndim == 0 and dims is not None:
-        dims = scalar_dim("amax", self, dims)
-    return apply(OPS["max"], self, axis=dims, keepdims=keep_of("amax", keepdim, keepdims))
+    dims, keepdims = reduction_dims("amax", self, dim, keepdim, axis, keepdims)
+    return apply(OPS["max"], self, axis=dims, keepdims=keepdims)
 
 
 @bind("min", "amin")
 def amin(self, dim=None, keepdim=False, *, axis=None, keepdims=None) -> Tensor:
     """The minima over ``dim`` (an int or a tuple; None: every dim), tied minima sharing the gradient."""
-    dims = dim_of("amin", dim, axis)
-    if self.ndim == 0 and dims is not None:
-        dims = scalar_dim("amin", self, dims)
-    return apply(OPS["min"], self, axis=dims, keepdims=keep_of("amin", keepdim, keepdims))
+    dims, keepdims = reduction_dims("amin", self, dim, keepdim, axis, keepdims)
+    return apply(OPS["min"], self, axis=dims, keepdims=keepdims)
 
 
 def _arg(name: str):

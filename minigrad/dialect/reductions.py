@@ -12,19 +12,13 @@ import numpy as np
 
 from ..registry import OPS, apply
 from ..tensor import Tensor
-from .arguments import bind, dim_of, keep_of, scalar_dim
+from .arguments import bind, dim_of, keep_of, reduction_dims, scalar_dim
 
 
 def _reduce(name: str, x: Tensor, dim, keepdim, dtype, axis, keepdims) -> Tensor:
-    """The op ``name`` over ``dim`` as PyTorch reads it: ``dim=``/``axis=``, ``keepdim=``/``keepdims=``, a 0-d
-    tensor's dim 0 or -1, and ``dtype=`` (the input cast first)."""
-    if axis is not None or keepdims is not None or type(dim) is list or keepdim is not False:  # (x.sum(): skipped)
-        dim = dim_of(name, dim, axis)
-        keepdim = keep_of(name, keepdim, keepdims, dim)
-    if x.ndim == 0 and dim is not None:
-        dim = scalar_dim(name, x, dim)
-    x = x if dtype is None else x.to(dtype)
-    return apply(OPS[name], x, axis=dim, keepdims=keepdim)
+    """The op ``name`` over ``dim`` as PyTorch reads it (``reduction_dims``), the input cast to ``dtype`` first."""
+    dim, keepdim = reduction_dims(name, x, dim, keepdim, axis, keepdims)
+    return apply(OPS[name], x if dtype is None else x.to(dtype), axis=dim, keepdims=keepdim)
 
 
 @bind("sum", "sum")
@@ -88,10 +82,7 @@ def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=N
 @bind("logsumexp", "logsumexp")
 def logsumexp(self, dim=None, keepdim=False, *, axis=None, keepdims=None) -> Tensor:
     """log(sum(exp(x))) over ``dim``, stable for large inputs."""
-    dims = dim_of("logsumexp", dim, axis)
-    if self.ndim == 0 and dims is not None:
-        dims = scalar_dim("logsumexp", self, dims)
-    return apply(OPS["logsumexp"], self, axis=dims, keepdims=keep_of("logsumexp", keepdim, keepdims))
+    return _reduce("logsumexp", self, dim, keepdim, None, axis, keepdims)
 
 
 def _truth(name: str):
