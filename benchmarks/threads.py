@@ -9,7 +9,7 @@ of three thread settings:
 
 * **default**: nothing set, so the command's ``set_threads()`` chooses
   (``minigrad/kernels/policy.py``: 1, N/2 and N threads timed on the first training
-  steps, the quicker kept, timed again every 500 steps; sampling keeps 1);
+  steps, the quickest kept, timed again every 500 steps; sampling keeps 1);
 * **1 thread** and **all cores**: ``MINIGRAD_THREADS=1`` / ``=<cores>``.
 
 The workloads (``--work``), each measured as the work it does per second:
