@@ -39,7 +39,7 @@ def kernel(plain: Callable):
             if state.composite:
                 return plain(*args, **kwargs)
             if policy.deadline is not None:  # the thread policy is trying a count: has this step run too long?
-                policy.past_deadline()
+                policy.tuner.past_deadline()
             return run.active(*args, **kwargs)
 
         def first_call(*args, **kwargs):  # the backend is chosen now, once, for every kernel; then run

@@ -20,7 +20,6 @@ lists what was changed and why; ``MINIGRAD_THREADS_VERBOSE=1`` prints each threa
 from __future__ import annotations
 
 import ctypes
-import math
 import os
 import sys
 import time
@@ -28,7 +27,6 @@ from statistics import median
 from typing import NamedTuple
 
 USER_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-PROC, CGROUP = "/proc", "/sys/fs/cgroup"  # where usable_cores reads; tests point these at a fake tree
 
 
 class ThreadChoice(NamedTuple):
@@ -59,13 +57,6 @@ def on_backward() -> None:
         set_threads("auto")
     if tuner is not None:
         tuner.tick()
-
-
-def past_deadline() -> None:
-    """Called by each kernel call while ``deadline`` is set (``kernel.py``): past it, the count on trial is
-    given up for the rest of the step. Beside busy processes a step on 2 threads can take 7 on one."""
-    if tuner is not None and tuner.clock() > deadline:
-        tuner.give_up()
 
 
 def tune_malloc(why: str = "asked for by the script") -> bool:
@@ -100,13 +91,12 @@ def _count(text: str) -> int | None:
 def choose_threads(policy: str | int = "auto") -> ThreadChoice:
     """The count ``set_threads(policy)`` starts with, and why (for "auto", the first it measures)."""
     requested = os.environ.get("MINIGRAD_THREADS", "").strip()
-    if requested and requested != "auto":
-        if _count(requested) is None:
-            raise ValueError(f"MINIGRAD_THREADS must be a positive whole number or 'auto', got {requested!r}: "
-                             f"write e.g. MINIGRAD_THREADS=2")
-        return ThreadChoice(int(requested), f"MINIGRAD_THREADS={requested}")
-    user = {name: os.environ[name].strip() for name in USER_THREAD_VARIABLES if os.environ.get(name, "").strip()}
-    if user and not requested:  # a value that is not a count: the pools are left as the libraries read it
+    if requested not in ("", "auto") and _count(requested) is None:
+        raise ValueError(f"MINIGRAD_THREADS must be a positive whole number or 'auto', got {requested!r}: "
+                         f"write e.g. MINIGRAD_THREADS=2")
+    user = {"MINIGRAD_THREADS": requested} if requested else \
+        {name: os.environ[name].strip() for name in USER_THREAD_VARIABLES if os.environ.get(name, "").strip()}
+    if user and requested != "auto":  # a value that is not a count: the pools are left as the libraries read it
         counts = [_count(value) for value in user.values()]
         said = ", ".join(f"{name}={value}" for name, value in user.items())
         return ThreadChoice(None if None in counts else min(counts), f"{said} from the environment")
@@ -119,27 +109,20 @@ def choose_threads(policy: str | int = "auto") -> ThreadChoice:
     n, how = usable_cores()
     if n == 1:
         return ThreadChoice(1, f"auto: one core to run on ({how})")
-    counts = [str(c) for c in candidates(n)]
-    timed = f"{', '.join(counts[:-1])} and {counts[-1]}"
-    return ThreadChoice(1, f"auto: 1 thread until {timed} are timed on the first training steps ({how})")
+    *first, last = candidates(n)
+    return ThreadChoice(1, f"auto: 1 thread until {', '.join(map(str, first))} and {last} are timed on the first "
+                           f"training steps ({how})")
 
 
 def usable_cores() -> tuple[int, str]:
-    """How many threads can run at once, and how that was found: the affinity mask (else ``os.cpu_count()``),
-    capped by the CPU quota (``cpu.max``: quota / period) of this process's cgroup (v2), a container's --cpus."""
+    """How many threads can run at once, and how that was found: the CPU affinity mask, else ``os.cpu_count()``.
+    A container's CPU quota (``--cpus``) is not read, as PyTorch does not: there, set ``MINIGRAD_THREADS``."""
     try:
-        n, how = len(os.sched_getaffinity(0)), "CPU affinity"
+        n = len(os.sched_getaffinity(0))
+        return n, f"{n} cores by CPU affinity"
     except AttributeError:  # macOS, Windows
-        n, how = os.cpu_count() or 1, "os.cpu_count() (no affinity mask on this OS)"
-    try:
-        with open(os.path.join(PROC, "self", "cgroup")) as f:
-            group = next(line[3:].strip("/ \n") for line in f if line.startswith("0::"))
-        with open(os.path.join(CGROUP, group, "cpu.max")) as f:
-            quota, period = f.read().split()  # "200000 100000", or "max 100000": no quota
-        cpus = int(quota) / int(period)
-    except (OSError, StopIteration, ValueError, ZeroDivisionError):
-        return n, f"{n} cores by {how}; no cgroup CPU quota"
-    return min(n, max(1, math.ceil(cpus))), f"{n} cores by {how}, {cpus:g} CPUs by cgroup v2 cpu.max {quota} {period}"
+        n = os.cpu_count() or 1
+        return n, f"{n} cores by os.cpu_count() (no affinity mask on this OS)"
 
 
 def candidates(cores: int) -> list[int]:
@@ -202,10 +185,9 @@ class ThreadTuner:
     """
 
     def __init__(self, candidates: list[int], cores_reason: str, trial: int = 3, trial_seconds: float = 0.05,
-                 recheck: int = 500, tie: float = 0.1, clock=time.perf_counter, apply=None, say=None):
-        self.candidates, self.cores_reason, self.trial, self.trial_seconds = candidates, cores_reason, trial, \
-            trial_seconds
-        self.recheck, self.tie, self.clock, self.apply, self.say = recheck, tie, clock, apply or _apply, say or _say
+                 recheck: int = 500, tie: float = 0.1, clock=time.perf_counter, apply=None):
+        self.candidates, self.cores_reason, self.clock, self.apply = candidates, cores_reason, clock, apply or _apply
+        self.trial, self.trial_seconds, self.recheck, self.tie = trial, trial_seconds, recheck, tie
         self.chosen = self.current = self.last = self.step = None
         self.history, self.times, self.medians, self.given_up = [], {}, {}, False
         self._steps = self._rounds()
@@ -260,18 +242,21 @@ class ThreadTuner:
         self.history.append(f"auto: {best} {said} (median step {timed}; {self.cores_reason})")
         if tuner is self:
             _choice = ThreadChoice(best, self.history[-1])
-        self.say(self.history[-1])
+        _say(self.history[-1])
 
     def _arm(self, at: float | None) -> None:
         global deadline
         deadline = at if tuner is self else deadline
 
-    def give_up(self) -> None:
-        """The rest of this step on the quickest count so far; the step then counts as clearly slower."""
-        timed = {n: median(v) for n, v in self.times.items() if v and n != self.current}
-        self.apply(min(timed, key=timed.get))
-        self.given_up = True
-        self._arm(None)
+    def past_deadline(self) -> None:
+        """Called by each kernel call while ``deadline`` is set (``kernel.py``): past it, the rest of this step runs
+        on the quickest count so far, and the step counts as clearly slower. (A step on 2 threads beside busy
+        processes can take 7 on one.)"""
+        if self.clock() > deadline:
+            timed = {n: median(v) for n, v in self.times.items() if v and n != self.current}
+            self.apply(min(timed, key=timed.get))
+            self.given_up = True
+            self._arm(None)
 
 
 def _say(line: str) -> None:

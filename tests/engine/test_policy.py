@@ -20,24 +20,10 @@ def clean_env(monkeypatch):
     return monkeypatch
 
 
-def _fake_tree(tmp_path, cgroup_lines: str, files: dict[str, str]):
-    """A fake /proc/self/cgroup and cgroup file system under tmp_path."""
-    (tmp_path / "proc" / "self").mkdir(parents=True, exist_ok=True)
-    (tmp_path / "proc" / "self" / "cgroup").write_text(cgroup_lines)
-    for path, text in files.items():
-        f = tmp_path / "cg" / path
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(text)
-    return str(tmp_path / "proc"), str(tmp_path / "cg")
-
-
 @pytest.fixture
-def fake_machine(clean_env, tmp_path):
-    """Point the policy at a fake /proc and cgroup tree; ``affinity`` sets the CPU affinity mask's size."""
-    def make(cgroup_lines: str, files: dict[str, str], affinity: int | None = 16):
-        proc, cg = _fake_tree(tmp_path, cgroup_lines, files)
-        clean_env.setattr(policy, "PROC", proc)
-        clean_env.setattr(policy, "CGROUP", cg)
+def fake_machine(clean_env):
+    """Set the CPU affinity mask's size; ``None``: an OS without one, where ``os.cpu_count()`` says 8."""
+    def make(affinity: int | None):
         if affinity is None:
             clean_env.delattr(policy.os, "sched_getaffinity", raising=False)
             clean_env.setattr(policy.os, "cpu_count", lambda: 8)
@@ -46,35 +32,20 @@ def fake_machine(clean_env, tmp_path):
     return make
 
 
-def test_a_cgroup_v2_quota_caps_the_cores_of_a_container_on_a_big_host(fake_machine):
-    fake_machine("0::/docker/abc\n", {"docker/abc/cpu.max": "200000 100000\n", "docker/cpu.max": "max 100000\n"})
-    n, how = policy.usable_cores()
-    assert n == 2 and "16 cores by CPU affinity" in how and "cgroup v2 cpu.max 200000 100000" in how
-
-
-def test_a_fraction_of_a_cpu_in_the_quota_rounds_up_and_no_quota_leaves_the_cores(fake_machine):
-    fake_machine("0::/a/b\n", {"a/b/cpu.max": "150000 100000\n"})
-    assert policy.usable_cores()[0] == 2
-    fake_machine("0::/c\n", {"c/cpu.max": "max 100000\n"})
-    assert policy.usable_cores() == (16, "16 cores by CPU affinity; no cgroup CPU quota")
-
-
 def test_pinned_to_four_cores_of_a_sixteen_core_machine_means_four(fake_machine):
-    fake_machine("0::/\n", {"cpu.max": "max 100000\n"}, affinity=4)
-    assert policy.usable_cores()[0] == 4
+    fake_machine(affinity=4)
+    assert policy.usable_cores() == (4, "4 cores by CPU affinity")
     choice = policy.choose_threads("auto")
     assert choice.threads == 1 and "1, 2 and 4 are timed on the first training steps" in choice.reason
 
 
-def test_without_proc_or_affinity_the_plain_rule_is_used_and_said(fake_machine, monkeypatch, tmp_path):
-    fake_machine("", {}, affinity=None)
-    monkeypatch.setattr(policy, "PROC", str(tmp_path / "nowhere"))
-    n, how = policy.usable_cores()
-    assert n == 8 and "os.cpu_count()" in how and "no cgroup CPU quota" in how
+def test_without_an_affinity_mask_the_cpu_count_is_used_and_said(fake_machine):
+    fake_machine(affinity=None)
+    assert policy.usable_cores() == (8, "8 cores by os.cpu_count() (no affinity mask on this OS)")
 
 
 def test_one_core_is_one_thread_with_nothing_to_measure(fake_machine):
-    fake_machine("0::/\n", {}, affinity=1)
+    fake_machine(affinity=1)
     assert policy.choose_threads().threads == 1 and "one core" in policy.choose_threads().reason
 
 
@@ -99,7 +70,7 @@ class FakeSteps:
 
 
 def _tuner(steps: FakeSteps, **kw) -> policy.ThreadTuner:
-    return policy.ThreadTuner([1, 2], "2 cores", clock=lambda: steps.now, apply=steps.apply, say=False, **kw)
+    return policy.ThreadTuner([1, 2], "2 cores", clock=lambda: steps.now, apply=steps.apply, **kw)
 
 
 @pytest.mark.parametrize("cost, best", [({1: 0.10, 2: 0.06}, 2), ({1: 0.10, 2: 0.40}, 1)])
@@ -158,7 +129,7 @@ def test_a_steady_step_time_is_left_alone_until_the_periodic_recheck():
 def test_minigrad_threads_wins_over_everything(clean_env):
     clean_env.setenv("MINIGRAD_THREADS", "3")
     clean_env.setenv("OPENBLAS_NUM_THREADS", "1")
-    assert policy.choose_threads("auto") == (3, "MINIGRAD_THREADS=3")
+    assert policy.choose_threads("auto") == (3, "MINIGRAD_THREADS=3 from the environment")
     assert policy.choose_threads(1).threads == 3
 
 
@@ -210,7 +181,7 @@ def test_minigrad_autotune_0_measures_nothing_but_a_count_asked_for_still_holds(
     assert policy.choose_threads("auto") == (None, "MINIGRAD_AUTOTUNE=0: left as the BLAS libraries started")
     assert policy.choose_threads(2) == (2, "asked for by the script")
     clean_env.setenv("MINIGRAD_THREADS", "3")
-    assert policy.choose_threads("auto") == (3, "MINIGRAD_THREADS=3")
+    assert policy.choose_threads("auto") == (3, "MINIGRAD_THREADS=3 from the environment")
 
 
 def test_each_backward_ends_a_step_of_the_process_tuner(monkeypatch):
@@ -403,7 +374,7 @@ def test_a_ctrl_c_while_the_tuner_applies_a_count_leaves_later_steps_working():
             raise KeyboardInterrupt
         steps.apply(n)
 
-    tuner = policy.ThreadTuner([1, 2], "2 cores", clock=lambda: steps.now, apply=apply, say=False)
+    tuner = policy.ThreadTuner([1, 2], "2 cores", clock=lambda: steps.now, apply=apply)
     steps.run(tuner, 5)
     interrupt[0] = True
     with pytest.raises(KeyboardInterrupt):
