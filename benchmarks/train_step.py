@@ -560,7 +560,8 @@ def report(result: dict, show_census: bool) -> str:
     for a, b in (("minigrad", "torch"), ("minigrad+plain", "minigrad"), ("minigrad+plain", "torch"),
                  ("minigrad+numpy", "torch"), ("minigrad", "minigrad+numpy"),
                  ("minigrad+untuned", "torch"), ("minigrad", "minigrad+untuned"),
-                 ("minigrad+baseline", "torch"), ("minigrad", "minigrad+baseline"), ("minigrad", "handwritten"),
+                 ("minigrad+baseline", "torch"), ("minigrad", "minigrad+baseline"),
+                 ("minigrad+plain", "minigrad+baseline"), ("minigrad", "handwritten"),
                  ("handwritten", "torch")):
         if a in medians and b in medians:
             sa, sb = result["steps"][a], result["steps"][b]
