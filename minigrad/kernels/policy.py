@@ -188,6 +188,7 @@ class ThreadTuner:
                  recheck: int = 500, tie: float = 0.1, clock=time.perf_counter, apply=None):
         self.candidates, self.cores_reason, self.clock, self.apply = candidates, cores_reason, clock, apply or _apply
         self.trial, self.trial_seconds, self.recheck, self.tie = trial, trial_seconds, recheck, tie
+        self.say = _say  # how each choice is told (the demos set their own: demos/_common.py)
         self.chosen = self.current = self.last = self.step = None
         self.history, self.times, self.medians, self.given_up = [], {}, {}, False
         self._steps = self._rounds()
@@ -242,7 +243,7 @@ class ThreadTuner:
         self.history.append(f"auto: {best} {said} (median step {timed}; {self.cores_reason})")
         if tuner is self:
             _choice = ThreadChoice(best, self.history[-1])
-        _say(self.history[-1])
+        self.say(self.history[-1])
 
     def _arm(self, at: float | None) -> None:
         global deadline
