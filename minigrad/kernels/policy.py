@@ -67,10 +67,9 @@ def tune_malloc(why: str = "asked for by the script") -> bool:
         return False
     try:  # mallopt's parameters (<malloc.h>): M_MMAP_THRESHOLD -3, M_TRIM_THRESHOLD -1
         done = all(ctypes.CDLL(None).mallopt(param, size) for param, size in ((-3, 32 << 20), (-1, 512 << 20)))
+        _malloc = f"glibc keeps freed blocks up to 32 MB ({why})" if done else "left as it was: mallopt refused"
     except (OSError, AttributeError, TypeError):  # no mallopt: not glibc (macOS, Windows)
-        _malloc = "left as it was: not glibc"
-        return False
-    _malloc = f"glibc keeps freed blocks up to 32 MB ({why})" if done else "left as it was: mallopt refused"
+        done, _malloc = False, "left as it was: not glibc"
     return done
 
 
