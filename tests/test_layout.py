@@ -43,12 +43,12 @@ def test_the_kernels_lean_on_nothing_of_the_engine_but_its_modes():
 
 def test_the_engine_reaches_the_thread_policy_through_one_hook():
     # Autodiff, Module and optimizer code call policy.on_backward and nothing else of it; in the kernels, only the
-    # kernel wrapper's deadline check and the backend's report and load hook reach it.
+    # kernel wrapper's check of the tuner's deadline and the backend's report and load hook reach it.
     for path in PACKAGE.rglob("*.py"):
         where = path.relative_to(PACKAGE)
         if where.parts[0] != "kernels":
             assert _policy_names(path) <= {"on_backward"}, f"{where} reaches into the policy"
-    assert _policy_names(PACKAGE / "kernels/kernel.py") == {"deadline", "tuner"}
+    assert _policy_names(PACKAGE / "kernels/kernel.py") == {"tuner"}
     assert _policy_names(PACKAGE / "kernels/backend.py") == {"report", "fast_backend_loaded"}
 
 

@@ -38,7 +38,7 @@ def kernel(plain: Callable):
         def run(*args, **kwargs):
             if state.composite:
                 return plain(*args, **kwargs)
-            if policy.deadline is not None:  # the thread policy is trying a count: has this step run too long?
+            if policy.tuner is not None and policy.tuner.deadline is not None:  # a thread count on trial: too slow?
                 policy.tuner.past_deadline()
             return run.active(*args, **kwargs)
 

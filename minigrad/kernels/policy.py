@@ -40,7 +40,6 @@ tuner = None  # the ThreadTuner of set_threads("auto"), which measures the steps
 _in_force: int | None = None  # the count last put in force
 _limits: list = []  # threadpoolctl's handles on the limits, kept so that they stay in force
 _mkl_products = False  # the [fast] backend's MKL does the float32 products
-deadline: float | None = None  # while a count is tried after a quicker one: when to give it up
 
 
 def autotune() -> bool:
@@ -133,8 +132,8 @@ def set_threads(policy: str | int = "auto") -> ThreadChoice:
     """Limit the BLAS, OpenMP and numba pools; returns the choice. ``policy``: a count, or "auto": the count
     the run's own steps are quickest with (``ThreadTuner``). Pools the [fast] backend loads later are
     limited when they load; others loaded later (a later ``import torch``) are not."""
-    global _choice, tuner, deadline
-    choice, tuner, deadline = choose_threads(policy), None, None  # (a tuner before this one measures no more)
+    global _choice, tuner
+    choice, tuner = choose_threads(policy), None  # (a tuner before this one measures no more)
     if choice.reason.startswith("auto: 1 thread until"):  # (the tuner puts its first count in force)
         n, how = usable_cores()
         tuner = ThreadTuner(candidates(n), how)
@@ -188,7 +187,7 @@ class ThreadTuner:
         self.candidates, self.cores_reason, self.clock, self.apply = candidates, cores_reason, clock, apply or _apply
         self.trial, self.trial_seconds, self.recheck, self.tie = trial, trial_seconds, recheck, tie
         self.say = _say  # how each choice is told (the demos set their own: demos/_common.py)
-        self.chosen = self.current = self.last = self.step = None
+        self.chosen = self.current = self.last = self.step = self.deadline = None  # deadline: see past_deadline
         self.history, self.times, self.medians, self.given_up = [], {}, {}, False
         self._steps = self._rounds()
         next(self._steps)  # the first count is in force
@@ -196,7 +195,7 @@ class ThreadTuner:
     def tick(self) -> None:
         now = self.clock()
         self.step, self.last = None if self.last is None else now - self.last, now
-        self._arm(None)
+        self.deadline = None
         if self.step is not None:
             next(self._steps, None)  # (once an error or a Ctrl-C has ended the generator, it measures no more)
 
@@ -210,7 +209,7 @@ class ThreadTuner:
                 settle, self.current = max(settle, int(n != self.current)), n
                 self.apply(n)  # from the next step on: no step is split between two counts
                 while len(mine) < 50 and (len(mine) < self.trial or sum(mine) < self.trial_seconds):
-                    self._arm(self.last + 1.5 * min(others) if others else None)
+                    self.deadline = self.last + 1.5 * min(others) if others else None
                     yield
                     slower = self.given_up or bool(others) and self.step > 1.5 * min(others)
                     self.given_up = False  # settling or not, a clearly slower step decides
@@ -244,19 +243,14 @@ class ThreadTuner:
             _choice = ThreadChoice(best, self.history[-1])
         self.say(self.history[-1])
 
-    def _arm(self, at: float | None) -> None:
-        global deadline
-        deadline = at if tuner is self else deadline
-
     def past_deadline(self) -> None:
         """Called by each kernel call while ``deadline`` is set (``kernel.py``): past it, the rest of this step runs
         on the quickest count so far, and the step counts as clearly slower. (A step on 2 threads beside busy
         processes can take 7 on one.)"""
-        if self.clock() > deadline:
+        if self.clock() > self.deadline:
             timed = {n: median(v) for n, v in self.times.items() if v and n != self.current}
             self.apply(min(timed, key=timed.get))
-            self.given_up = True
-            self._arm(None)
+            self.given_up, self.deadline = True, None
 
 
 def _say(line: str) -> None:

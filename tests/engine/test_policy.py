@@ -334,31 +334,30 @@ def test_a_count_clearly_slower_is_given_up_within_its_first_step(monkeypatch):
     steps = FakeSteps({1: 0.10, 2: 3.0})
     tuner = _tuner(steps)
     monkeypatch.setattr(policy, "tuner", tuner)
-    monkeypatch.setattr(policy, "deadline", None)
     steps.run(tuner, 5)
-    assert policy.deadline is None  # warm-up and the first count: nothing to compare with yet
+    assert tuner.deadline is None  # warm-up and the first count: nothing to compare with yet
     tuner.tick()  # 2 warm-up steps and 3 timed on 1 thread are over: the first 2-thread step starts
-    assert steps.threads == 2 and policy.deadline == pytest.approx(steps.now + 0.15)
+    assert steps.threads == 2 and tuner.deadline == pytest.approx(steps.now + 0.15)
     steps.now += 0.1
     mg.ones(2, 3).softmax(-1)  # a kernel call within the deadline: nothing happens
     assert steps.threads == 2
     steps.now += 0.1
     mg.ones(2, 3).softmax(-1)  # past it: back to 1 thread for the rest of the step, and the check disarmed
-    assert steps.threads == 1 and policy.deadline is None
+    assert steps.threads == 1 and tuner.deadline is None
     tuner.tick()  # the step ends: clearly slower; 1 thread is kept
-    assert tuner.chosen == 1 and steps.applied[-1] == 1 and policy.deadline is None
+    assert tuner.chosen == 1 and steps.applied[-1] == 1 and tuner.deadline is None
 
 
 def test_a_later_set_threads_disarms_the_deadline_of_the_tuner_before(monkeypatch, clean_env):
-    # A deadline left armed would give up a count on the next tuner, which has nothing timed yet.
+    # A deadline left armed would give up a count the script has since fixed.
     steps = FakeSteps({1: 0.10, 2: 3.0})
     tuner = _tuner(steps)
-    for name, value in (("tuner", tuner), ("deadline", None), ("_choice", None), ("_apply", lambda n: None)):
+    for name, value in (("tuner", tuner), ("_choice", None), ("_apply", lambda n: None)):
         monkeypatch.setattr(policy, name, value)
     steps.run(tuner, 6)  # warm-up, 3 steps on 1 thread: the 2-thread trial runs, its deadline armed
-    assert policy.deadline is not None
+    assert tuner.deadline is not None
     assert policy.set_threads(1) == (1, "asked for by the script")
-    assert policy.deadline is None and policy.tuner is None
+    assert policy.tuner is None
     steps.now += 10.0
     mg.ones(2, 3).softmax(-1)  # a kernel call long past the old deadline: nothing to give up
     assert steps.applied[-1] == 2
