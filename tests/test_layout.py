@@ -58,3 +58,11 @@ def test_the_readmes_are_short_and_hold_no_log_of_rounds():
     assert len(benchmarks.splitlines()) <= 400
     history = re.findall(r"^#+ .*\b(?:round|issue \d+|earlier|history)\b.*$", benchmarks, flags=re.M | re.I)
     assert history == [], f"benchmarks/README.md holds the method and current tables; the history is git's: {history}"
+
+
+def test_a_refusal_is_checked_by_its_error_type_and_words():
+    # pytest.raises with a bare Exception passes for any mistake at all, a typo in the test included.
+    broad = re.compile(r"raises\((?:Base)?" + r"Exception\b")
+    found = [f"{path.relative_to(ROOT)}:{n}" for path in (ROOT / "tests").rglob("*.py")
+             for n, line in enumerate(path.read_text().splitlines(), 1) if broad.search(line)]
+    assert found == [], f"name the error type and match the words that tell the user what to write: {found}"
