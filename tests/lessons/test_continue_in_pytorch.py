@@ -39,7 +39,11 @@ def torchrun(folder: Path, out: Path, steps: int, lr: float) -> subprocess.Compl
             stdout, stderr = agent.communicate(timeout=300)
         except subprocess.TimeoutExpired:
             agent.terminate()
-            stdout, stderr = agent.communicate(timeout=60)
+            try:
+                stdout, stderr = agent.communicate(timeout=60)
+            except subprocess.TimeoutExpired:  # (torchrun itself stuck: leaving the with block would wait for ever)
+                agent.kill()
+                stdout, stderr = agent.communicate()
             pytest.fail(f"torchrun did not finish in 300 s; what it printed:\n{stdout[-3000:]}\n{stderr[-3000:]}")
     return subprocess.CompletedProcess(command, agent.returncode, stdout, stderr)
 
